@@ -1,0 +1,418 @@
+// Package api holds the Broker API v1 wire types: the contract between the
+// broker, the agents and the dashboard. Field names, JSON tags and enum values
+// are wire-compatible with the reference broker (see docs/broker-api.md); the
+// fields marked "extension" are optional additions that old clients never send
+// and may ignore.
+package api
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ChunkType is the kind of chunk a node group offers.
+type ChunkType string
+
+// Chunk types.
+const (
+	ChunkStandard ChunkType = "standard"
+	ChunkGPU      ChunkType = "gpu"
+)
+
+// Phase is a reservation's phase (reference §5).
+type Phase string
+
+// Reservation phases.
+const (
+	PhasePending              Phase = "Pending"
+	PhaseGeneratingKubeconfig Phase = "GeneratingKubeconfig"
+	PhaseKubeconfigReady      Phase = "KubeconfigReady"
+	PhasePeering              Phase = "Peering"
+	PhasePeered               Phase = "Peered"
+	PhaseUnpeering            Phase = "Unpeering"
+	PhaseReleased             Phase = "Released"
+	PhaseExpired              Phase = "Expired"
+	PhaseFailed               Phase = "Failed"
+)
+
+// Terminal reports whether no further transition can happen from p.
+func (p Phase) Terminal() bool {
+	return p == PhaseReleased || p == PhaseExpired || p == PhaseFailed
+}
+
+// InstructionKind is the dispatch key of an instruction.
+type InstructionKind string
+
+// Instruction kinds. Cleanup and Reconcile exist for both roles; the receiving
+// agent tells them apart by its role (provider-flavour items carry consumer*
+// fields, consumer-flavour items carry provider* fields).
+const (
+	KindGenerateKubeconfig InstructionKind = "GenerateKubeconfig"
+	KindPeer               InstructionKind = "Peer"
+	KindUnpeer             InstructionKind = "Unpeer"
+	KindCleanup            InstructionKind = "Cleanup"
+	KindReconcile          InstructionKind = "Reconcile"
+)
+
+// PlacementType is a consumer's placement policy.
+type PlacementType string
+
+// Placement policies.
+const (
+	PlacementStandard PlacementType = "Standard"
+	PlacementPrice    PlacementType = "Price"
+	PlacementEco      PlacementType = "Eco"
+	PlacementLatency  PlacementType = "Latency"
+	PlacementWeighted PlacementType = "Weighted" // extension
+)
+
+// Role is what a member cluster does in the federation; it is recorded in
+// the cluster's client certificate.
+type Role string
+
+// Roles.
+const (
+	RoleProvider Role = "provider"
+	RoleConsumer Role = "consumer"
+)
+
+// Result statuses for InstructionResultRequest.Status.
+const (
+	ResultSucceeded = "Succeeded"
+	ResultFailed    = "Failed"
+)
+
+// Payload kinds for InstructionPayload.Kind.
+const (
+	PayloadKubeconfig = "KubeconfigPayload"
+	PayloadPeer       = "PeerPayload"
+	PayloadUnpeer     = "UnpeerPayload"
+	PayloadReconcile  = "ReconcilePayload"
+)
+
+// Header names.
+const (
+	HeaderRequestID     = "X-Request-Id"
+	HeaderReservationID = "X-Reservation-Id"
+	// HeaderLongPoll is set on every broker response; agents that see it may
+	// use GET /api/v1/instructions?wait=<duration> (extension).
+	HeaderLongPoll = "X-Broker-Long-Poll"
+	// HeaderBrokerAPI names the broker implementation and API level (extension).
+	HeaderBrokerAPI = "X-Broker-Api"
+)
+
+// Topology is a provider's location.
+type Topology struct {
+	Zone      string  `json:"zone,omitempty"`
+	Region    string  `json:"region,omitempty"`
+	City      string  `json:"city,omitempty"`
+	Latitude  float64 `json:"latitude,omitempty"`
+	Longitude float64 `json:"longitude,omitempty"`
+}
+
+// HasCoordinates reports whether the topology carries a usable location;
+// exactly 0,0 counts as "no coordinates" (reference §2.1).
+func (t *Topology) HasCoordinates() bool {
+	return t != nil && (t.Latitude != 0 || t.Longitude != 0)
+}
+
+// Sharing is a provider's "with whom" rule set (extension, issue #3).
+type Sharing struct {
+	// AllowedConsumers lists the consumer cluster ids that may borrow; empty
+	// means everyone.
+	AllowedConsumers []string `json:"allowedConsumers,omitempty"`
+	// DeniedConsumers lists consumer cluster ids that may never borrow; it
+	// wins over AllowedConsumers.
+	DeniedConsumers []string `json:"deniedConsumers,omitempty"`
+	// MaxChunksPerConsumer caps the live reservations one consumer may hold
+	// on this provider (per chunk type); 0 means no cap.
+	MaxChunksPerConsumer int32 `json:"maxChunksPerConsumer,omitempty"`
+}
+
+// AdvertisementRequest is the body of POST /api/v1/advertisements.
+type AdvertisementRequest struct {
+	ClusterID            string              `json:"clusterId"`
+	LiqoClusterID        string              `json:"liqoClusterId"`
+	Resources            corev1.ResourceList `json:"resources"`
+	Topology             *Topology           `json:"topology,omitempty"`
+	UnitPrices           corev1.ResourceList `json:"unitPrices,omitempty"`
+	CarbonIntensity      *float64            `json:"carbonIntensity,omitempty"`
+	CarbonForecast       []float64           `json:"carbonForecast,omitempty"`
+	CapacityScalePercent map[string]int32    `json:"capacityScalePercent,omitempty"`
+	CapacityFixed        corev1.ResourceList `json:"capacityFixed,omitempty"`
+	Renewable            bool                `json:"renewable,omitempty"`
+	ProbeEndpoint        string              `json:"probeEndpoint,omitempty"`
+	LiqoLabels           map[string]string   `json:"liqoLabels,omitempty"`
+	LiqoTaints           []corev1.Taint      `json:"liqoTaints,omitempty"`
+	// Sharing is the provider's "with whom" rule set (extension).
+	Sharing *Sharing `json:"sharing,omitempty"`
+}
+
+// AdvertisementResponse answers POST /api/v1/advertisements.
+type AdvertisementResponse struct {
+	Accepted       bool                `json:"accepted"`
+	ChunkCount     int32               `json:"chunkCount,omitempty"`
+	ChunkResources corev1.ResourceList `json:"chunkResources,omitempty"`
+	NextReportIn   string              `json:"nextReportIn,omitempty"`
+	Instructions   []InstructionView   `json:"instructions,omitempty"`
+	// ChunkCounts gives the number of whole chunks per chunk type when a
+	// provider offers more than one type (extension).
+	ChunkCounts map[ChunkType]int32 `json:"chunkCounts,omitempty"`
+}
+
+// AdvertisementSnapshot answers GET /api/v1/advertisements/{clusterId} and is
+// the per-provider row of the overview.
+type AdvertisementSnapshot struct {
+	ClusterID            string              `json:"clusterId"`
+	LiqoClusterID        string              `json:"liqoClusterId,omitempty"`
+	Resources            corev1.ResourceList `json:"resources,omitempty"`
+	Topology             *Topology           `json:"topology,omitempty"`
+	UnitPrices           corev1.ResourceList `json:"unitPrices,omitempty"`
+	CarbonIntensity      *float64            `json:"carbonIntensity,omitempty"`
+	CarbonForecast       []float64           `json:"carbonForecast,omitempty"`
+	CarbonWeighted       *float64            `json:"carbonWeighted,omitempty"`
+	CapacityScalePercent map[string]int32    `json:"capacityScalePercent,omitempty"`
+	CapacityFixed        corev1.ResourceList `json:"capacityFixed,omitempty"`
+	Renewable            bool                `json:"renewable,omitempty"`
+	ProbeEndpoint        string              `json:"probeEndpoint,omitempty"`
+	ChunkCount           int32               `json:"chunkCount,omitempty"`
+	ReservedChunks       int32               `json:"reservedChunks,omitempty"`
+	AvailableChunks      int32               `json:"availableChunks,omitempty"`
+	LastSeen             metav1.Time         `json:"lastSeen"`
+	Available            bool                `json:"available,omitempty"`
+	CostPerChunk         float64             `json:"costPerChunk,omitempty"`
+	LiqoLabels           map[string]string   `json:"liqoLabels,omitempty"`
+	LiqoTaints           []corev1.Taint      `json:"liqoTaints,omitempty"`
+	// Sharing echoes the provider's rule set (extension).
+	Sharing *Sharing `json:"sharing,omitempty"`
+	// Chunks breaks capacity down by chunk type (extension).
+	Chunks map[ChunkType]ChunkCounts `json:"chunks,omitempty"`
+}
+
+// ChunkCounts is a total/reserved/available triple.
+type ChunkCounts struct {
+	TotalChunks     int32 `json:"totalChunks"`
+	ReservedChunks  int32 `json:"reservedChunks"`
+	AvailableChunks int32 `json:"availableChunks"`
+}
+
+// Weights are the Weighted policy's metric weights (extension). Each weight
+// is ≥ 0; they need not sum to 1.
+type Weights struct {
+	Price        float64 `json:"price,omitempty"`
+	Carbon       float64 `json:"carbon,omitempty"`
+	Distance     float64 `json:"distance,omitempty"`
+	FreeCapacity float64 `json:"freeCapacity,omitempty"`
+}
+
+// Placement is a consumer's policy as sent in its heartbeat.
+type Placement struct {
+	Type PlacementType `json:"type,omitempty"`
+	// Weights is read only under the Weighted policy (extension).
+	Weights *Weights `json:"weights,omitempty"`
+}
+
+// HeartbeatRequest is the body of POST /api/v1/heartbeat.
+type HeartbeatRequest struct {
+	ClusterID         string             `json:"clusterId"`
+	LiqoClusterID     string             `json:"liqoClusterId"`
+	Placement         *Placement         `json:"placement,omitempty"`
+	Region            string             `json:"region,omitempty"`
+	City              string             `json:"city,omitempty"`
+	Latitude          *float64           `json:"latitude,omitempty"`
+	Longitude         *float64           `json:"longitude,omitempty"`
+	MeasuredLatencies map[string]float64 `json:"measuredLatencies,omitempty"`
+	ChosenProvider    string             `json:"chosenProvider,omitempty"`
+	// Reservations lists the reservation ids the consumer holds; listing
+	// them renews their lease (extension). Every heartbeat renews all of the
+	// consumer's live reservations whether or not it lists them.
+	Reservations []string `json:"reservations,omitempty"`
+}
+
+// HeartbeatResponse answers POST /api/v1/heartbeat.
+type HeartbeatResponse struct {
+	AckAt metav1.Time `json:"ackAt"`
+	// UnknownReservations lists ids from HeartbeatRequest.Reservations that the
+	// broker holds no live reservation for (extension): the consumer should
+	// clean them up.
+	UnknownReservations []string `json:"unknownReservations,omitempty"`
+}
+
+// NodeGroupView is one provider × chunk type as the consumer sees it.
+type NodeGroupView struct {
+	ID                    string              `json:"id"`
+	ProviderClusterID     string              `json:"providerClusterId"`
+	ProviderLiqoClusterID string              `json:"providerLiqoClusterId,omitempty"`
+	Type                  ChunkType           `json:"type"`
+	MinSize               int32               `json:"minSize"`
+	MaxSize               int32               `json:"maxSize"`
+	CurrentReserved       int32               `json:"currentReserved"`
+	ChunkResources        corev1.ResourceList `json:"chunkResources,omitempty"`
+	Cost                  string              `json:"cost,omitempty"`
+	Topology              *Topology           `json:"topology,omitempty"`
+	ProbeEndpoint         string              `json:"probeEndpoint,omitempty"`
+	// PlacementMetric is always serialised when HasMetric is true (the
+	// reference drops a 0 metric; see docs/broker-api.md).
+	PlacementMetric *float64          `json:"placementMetric,omitempty"`
+	HasMetric       bool              `json:"hasMetric,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	Taints          []corev1.Taint    `json:"taints,omitempty"`
+}
+
+// NodeGroupListResponse answers GET /api/v1/nodegroups.
+type NodeGroupListResponse struct {
+	NodeGroups       []NodeGroupView `json:"nodeGroups"`
+	LatencyShortlist bool            `json:"latencyShortlist,omitempty"`
+	AppliedPlacement PlacementType   `json:"appliedPlacement,omitempty"`
+	Generation       int64           `json:"generation,omitempty"`
+	ServedAt         metav1.Time     `json:"servedAt"`
+	CacheAgeSeconds  int32           `json:"cacheAgeSeconds,omitempty"`
+}
+
+// ReservationRequest is the body of POST /api/v1/reservations.
+type ReservationRequest struct {
+	ProviderClusterID string    `json:"providerClusterId"`
+	NodeGroupID       string    `json:"nodeGroupId,omitempty"`
+	ChunkCount        int32     `json:"chunkCount"`
+	ChunkType         ChunkType `json:"chunkType"`
+	Namespaces        []string  `json:"namespaces,omitempty"`
+}
+
+// ReservationResponse answers reservation create and GET.
+type ReservationResponse struct {
+	ReservationID         string              `json:"reservationId"`
+	Status                Phase               `json:"status"`
+	ProviderClusterID     string              `json:"providerClusterId,omitempty"`
+	ProviderLiqoClusterID string              `json:"providerLiqoClusterId,omitempty"`
+	ConsumerClusterID     string              `json:"consumerClusterId,omitempty"`
+	ConsumerLiqoClusterID string              `json:"consumerLiqoClusterId,omitempty"`
+	ChunkCount            int32               `json:"chunkCount"`
+	ChunkType             ChunkType           `json:"chunkType,omitempty"`
+	Resources             corev1.ResourceList `json:"resources,omitempty"`
+	VirtualNodeNames      []string            `json:"virtualNodeNames,omitempty"`
+	CreatedAt             metav1.Time         `json:"createdAt"`
+	ActivatedAt           *metav1.Time        `json:"activatedAt,omitempty"`
+	ExpiresAt             metav1.Time         `json:"expiresAt"`
+	Message               string              `json:"message,omitempty"`
+	// NodeGroupID names the group the reservation belongs to (extension).
+	NodeGroupID string `json:"nodeGroupId,omitempty"`
+}
+
+// ReleaseResponse answers DELETE /api/v1/reservations/{id}.
+type ReleaseResponse struct {
+	ReservationID       string `json:"reservationId"`
+	Status              Phase  `json:"status"`
+	RemainingChunkCount int32  `json:"remainingChunkCount"`
+}
+
+// InstructionView is one instruction as delivered to its target.
+type InstructionView struct {
+	ID                     string              `json:"id"`
+	Kind                   InstructionKind     `json:"kind"`
+	ReservationID          string              `json:"reservationId"`
+	ChunkCount             int32               `json:"chunkCount,omitempty"`
+	LastChunk              bool                `json:"lastChunk,omitempty"`
+	ConsumerClusterID      string              `json:"consumerClusterId,omitempty"`
+	ConsumerLiqoClusterID  string              `json:"consumerLiqoClusterId,omitempty"`
+	ProviderClusterID      string              `json:"providerClusterId,omitempty"`
+	ProviderLiqoClusterID  string              `json:"providerLiqoClusterId,omitempty"`
+	Kubeconfig             string              `json:"kubeconfig,omitempty"`
+	ResourceSliceResources corev1.ResourceList `json:"resourceSliceResources,omitempty"`
+	ResourceSliceNames     []string            `json:"resourceSliceNames,omitempty"`
+	Namespaces             []string            `json:"namespaces,omitempty"`
+	IssuedAt               metav1.Time         `json:"issuedAt"`
+	ExpiresAt              metav1.Time         `json:"expiresAt"`
+	// ChunkType and NodeGroupID tell the consumer which group the chunk
+	// belongs to (extension).
+	ChunkType   ChunkType `json:"chunkType,omitempty"`
+	NodeGroupID string    `json:"nodeGroupId,omitempty"`
+	// ReservationIDs lists every reservation a shared GenerateKubeconfig
+	// serves (extension; ReservationID stays the one that armed it).
+	ReservationIDs []string `json:"reservationIds,omitempty"`
+}
+
+// InstructionListResponse answers GET /api/v1/instructions.
+type InstructionListResponse struct {
+	Instructions []InstructionView `json:"instructions"`
+}
+
+// ErrorEnvelope is the error of a failed instruction result.
+type ErrorEnvelope struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// VirtualNodeStateReport is one entry of a ReconcilePayload.
+type VirtualNodeStateReport struct {
+	ReservationID      string       `json:"reservationId"`
+	ChunkIndex         int32        `json:"chunkIndex,omitempty"`
+	NodeGroupID        string       `json:"nodeGroupId,omitempty"`
+	VirtualNodeName    string       `json:"virtualNodeName,omitempty"`
+	ResourceSliceName  string       `json:"resourceSliceName,omitempty"`
+	Phase              string       `json:"phase,omitempty"`
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// InstructionPayload is the flat payload of a result.
+type InstructionPayload struct {
+	Kind               string                   `json:"kind,omitempty"`
+	Kubeconfig         string                   `json:"kubeconfig,omitempty"`
+	ExpiresAt          *metav1.Time             `json:"expiresAt,omitempty"`
+	VirtualNodeNames   []string                 `json:"virtualNodeNames,omitempty"`
+	ResourceSliceNames []string                 `json:"resourceSliceNames,omitempty"`
+	ReleasedChunks     int32                    `json:"releasedChunks,omitempty"`
+	TunnelDropped      bool                     `json:"tunnelDropped,omitempty"`
+	Advertisement      *AdvertisementRequest    `json:"advertisement,omitempty"`
+	VirtualNodeStates  []VirtualNodeStateReport `json:"virtualNodeStates,omitempty"`
+}
+
+// InstructionResultRequest is the body of POST /api/v1/instructions/{id}/result.
+type InstructionResultRequest struct {
+	Status  string              `json:"status"`
+	Error   *ErrorEnvelope      `json:"error,omitempty"`
+	Payload *InstructionPayload `json:"payload,omitempty"`
+}
+
+// InstructionResultResponse answers a result post.
+type InstructionResultResponse struct {
+	Accepted bool `json:"accepted"`
+}
+
+// ErrorResponse is the body of every broker error.
+type ErrorResponse struct {
+	Code      string         `json:"code"`
+	Message   string         `json:"message"`
+	Details   map[string]any `json:"details,omitempty"`
+	RequestID string         `json:"requestId,omitempty"`
+}
+
+// Error codes.
+const (
+	CodeInvalidRequest       = "InvalidRequest"
+	CodeUnauthenticated      = "Unauthenticated"
+	CodeForbidden            = "Forbidden"
+	CodeNotFound             = "NotFound"
+	CodeConflict             = "Conflict"
+	CodeInsufficientCapacity = "InsufficientCapacity"
+	CodeTooManyRequests      = "TooManyRequests"
+	CodeInternalError        = "InternalError"
+	CodeServiceUnavailable   = "ServiceUnavailable"
+	CodeReservationExpired   = "ReservationExpired"
+	CodeUpstreamError        = "UpstreamError"
+	CodeTimeout              = "Timeout"
+	// CodePreconditionFailed answers 412 (no heartbeat yet); the reference
+	// sends ServiceUnavailable there (bug #27).
+	CodePreconditionFailed = "PreconditionFailed"
+	// CodeNotImplemented answers 501 (partial release); the reference sends
+	// InternalError there (bug #27).
+	CodeNotImplemented = "NotImplemented"
+	// CodePayloadTooLarge answers 413 (body over the limit).
+	CodePayloadTooLarge = "PayloadTooLarge"
+	// CodeMethodNotAllowed answers 405.
+	CodeMethodNotAllowed = "MethodNotAllowed"
+)
+
+// HealthResponse is the body of GET /healthz on the API listener.
+type HealthResponse struct {
+	Status string `json:"status"`
+}
