@@ -21,6 +21,7 @@ test: build
 
 generate:
 	@echo "generate: nothing yet"
+	./adapter/externalgrpc/protos/generate.sh
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./...
