@@ -6,6 +6,7 @@ require (
 	github.com/a-h/templ v0.3.1100
 	github.com/coder/websocket v1.8.15
 	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/google/btree v1.1.3
 	github.com/google/uuid v1.6.0
 	github.com/liqotech/liqo v1.1.2
 	github.com/prometheus/client_golang v1.25.0

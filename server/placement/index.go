@@ -1,0 +1,370 @@
+package placement
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/btree"
+	"gopkg.in/inf.v0"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// chunkTypes lists the chunk types in wire sort order; typeIdx indexes it.
+var chunkTypes = [...]api.ChunkType{api.ChunkGPU, api.ChunkStandard}
+
+const numTypes = len(chunkTypes)
+
+func typeIdx(t api.ChunkType) (int, bool) {
+	switch t {
+	case api.ChunkGPU:
+		return 0, true
+	case api.ChunkStandard:
+		return 1, true
+	}
+	return 0, false
+}
+
+// groupKey names one provider × chunk type.
+type groupKey struct {
+	provider string
+	t        int
+}
+
+// provState is the Index's derived state of one provider.
+type provState struct {
+	p Provider
+	// Per chunk type (indexed like chunkTypes).
+	total   [numTypes]int32
+	cost    [numTypes]*inf.Dec // nil = unpriced
+	costF   [numTypes]float64
+	costStr [numTypes]string
+	// indexed records that the provider is in the type's trees, under
+	// stdKey (the Standard key it was inserted with).
+	indexed [numTypes]bool
+	stdKey  [numTypes]float64
+
+	carbon    float64
+	hasCarbon bool
+	hasCoords bool
+	lat, lon  float64
+}
+
+// groupUsage is every consumer's usage of one provider × chunk type.
+type groupUsage struct {
+	live       int32 // Σ Live over consumers
+	byConsumer map[string]Usage
+}
+
+// typeTrees are the per-chunk-type orderings of the open providers (those
+// available with at least one free chunk of the type).
+type typeTrees struct {
+	std   *btree.BTreeG[rankItem] // Standard key ascending, then id
+	price *btree.BTreeG[rankItem] // priced by cost, then unpriced; then id
+	eco   *btree.BTreeG[rankItem] // with carbon by weighted carbon, then carbon-less; then id
+	lat   *btree.BTreeG[latItem]  // providers with coordinates by latitude, then id
+}
+
+// rankItem is a key of a ranking tree. class 0 has a metric, class 1 has
+// none and sorts after every class-0 item.
+type rankItem struct {
+	class uint8
+	f     float64
+	d     *inf.Dec
+	id    string
+}
+
+func lessFloat(a, b rankItem) bool {
+	if a.class != b.class {
+		return a.class < b.class
+	}
+	if a.f != b.f {
+		return a.f < b.f
+	}
+	return a.id < b.id
+}
+
+func lessDec(a, b rankItem) bool {
+	if a.class != b.class {
+		return a.class < b.class
+	}
+	if a.class == 0 {
+		if c := a.d.Cmp(b.d); c != 0 {
+			return c < 0
+		}
+	}
+	return a.id < b.id
+}
+
+// latItem is a key of the latitude tree.
+type latItem struct {
+	lat float64
+	id  string
+}
+
+func lessLat(a, b latItem) bool {
+	if a.lat != b.lat {
+		return a.lat < b.lat
+	}
+	return a.id < b.id
+}
+
+// Option configures an Index.
+type Option func(*Index)
+
+// WithClock makes the Index stamp servedAt with now instead of time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(ix *Index) { ix.now = now }
+}
+
+// Index keeps providers, consumers and usage, and answers consumers'
+// node-group views. It is safe for concurrent use; View takes a read lock
+// only. The caller (the broker's domain) keeps it in step with its ledger.
+type Index struct {
+	cfg ChunkConfig
+	now func() time.Time
+
+	mu        sync.RWMutex
+	providers map[string]*provState
+	consumers map[string]Consumer
+	usage     map[groupKey]*groupUsage
+	// held maps a consumer to the groups it has usage in.
+	held  map[string]map[groupKey]struct{}
+	trees [numTypes]typeTrees
+}
+
+// NewIndex returns an empty Index cutting capacity with cfg, which must be
+// valid (see ChunkConfig.Validate).
+func NewIndex(cfg ChunkConfig, opts ...Option) *Index {
+	ix := &Index{
+		cfg:       cfg,
+		now:       time.Now,
+		providers: map[string]*provState{},
+		consumers: map[string]Consumer{},
+		usage:     map[groupKey]*groupUsage{},
+		held:      map[string]map[groupKey]struct{}{},
+	}
+	for i := range ix.trees {
+		ix.trees[i] = typeTrees{
+			std:   btree.NewG(16, lessFloat),
+			price: btree.NewG(16, lessDec),
+			eco:   btree.NewG(16, lessFloat),
+			lat:   btree.NewG(16, lessLat),
+		}
+	}
+	for _, o := range opts {
+		o(ix)
+	}
+	return ix
+}
+
+// ChunkConfig returns the shapes the Index cuts capacity with.
+func (ix *Index) ChunkConfig() ChunkConfig { return ix.cfg }
+
+// UpsertProvider records a provider's latest advertisement and
+// availability, replacing what was known of it. Usage recorded with
+// SetUsage is kept.
+func (ix *Index) UpsertProvider(p Provider) {
+	ps := &provState{p: p}
+	chunks := Chunks(ix.cfg, p.Resources)
+	for i, t := range chunkTypes {
+		ps.total[i] = chunks[t]
+		if cost, ok := CostPerChunk(p.UnitPrices, ix.cfg.Shape(t)); ok {
+			ps.cost[i] = cost
+			ps.costF[i], _ = strconvDec(cost)
+			ps.costStr[i] = resource.NewDecimalQuantity(*cost, resource.DecimalSI).String()
+		}
+	}
+	ps.carbon, ps.hasCarbon = WeightedCarbon(p.CarbonForecast, p.CarbonIntensity)
+	if p.Topology.HasCoordinates() {
+		ps.hasCoords, ps.lat, ps.lon = true, p.Topology.Latitude, p.Topology.Longitude
+	}
+
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if old, ok := ix.providers[p.ID]; ok {
+		for i := range chunkTypes {
+			ix.unindex(old, i)
+		}
+	}
+	ix.providers[p.ID] = ps
+	for i := range chunkTypes {
+		ix.index(ps, i)
+	}
+}
+
+// RemoveProvider forgets a provider. Its usage is kept (the reservations
+// still exist in the ledger) and reappears if it advertises again.
+func (ix *Index) RemoveProvider(id string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if old, ok := ix.providers[id]; ok {
+		for i := range chunkTypes {
+			ix.unindex(old, i)
+		}
+		delete(ix.providers, id)
+	}
+}
+
+// UpsertConsumer records a consumer's latest heartbeat (policy, weights,
+// location), replacing what was known of it.
+func (ix *Index) UpsertConsumer(c Consumer) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ix.consumers[c.ID] = c
+}
+
+// RemoveConsumer forgets a consumer's heartbeat state (not its usage).
+func (ix *Index) RemoveConsumer(id string) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	delete(ix.consumers, id)
+}
+
+// SetUsage sets consumer consumerID's usage of provider × chunk type t to
+// u (absolute counts, not deltas); a zero Usage removes it. It costs
+// O(log providers). Unknown chunk types are ignored.
+func (ix *Index) SetUsage(providerID string, t api.ChunkType, consumerID string, u Usage) {
+	ti, ok := typeIdx(t)
+	if !ok {
+		return
+	}
+	u.Live, u.InFlight = max(u.Live, 0), max(u.InFlight, 0)
+	k := groupKey{providerID, ti}
+
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	ps := ix.providers[providerID]
+	if ps != nil {
+		ix.unindex(ps, ti)
+	}
+	g := ix.usage[k]
+	if g == nil {
+		g = &groupUsage{byConsumer: map[string]Usage{}}
+		ix.usage[k] = g
+	}
+	g.live -= g.byConsumer[consumerID].Live
+	if u == (Usage{}) {
+		delete(g.byConsumer, consumerID)
+		if h := ix.held[consumerID]; h != nil {
+			delete(h, k)
+			if len(h) == 0 {
+				delete(ix.held, consumerID)
+			}
+		}
+	} else {
+		g.byConsumer[consumerID] = u
+		g.live += u.Live
+		h := ix.held[consumerID]
+		if h == nil {
+			h = map[groupKey]struct{}{}
+			ix.held[consumerID] = h
+		}
+		h[k] = struct{}{}
+	}
+	if len(g.byConsumer) == 0 {
+		delete(ix.usage, k)
+	}
+	if ps != nil {
+		ix.index(ps, ti)
+	}
+}
+
+// liveOf returns everyone's live chunks on a group.
+func (ix *Index) liveOf(k groupKey) int32 {
+	if g := ix.usage[k]; g != nil {
+		return g.live
+	}
+	return 0
+}
+
+// usageOf returns one consumer's usage of a group.
+func (ix *Index) usageOf(k groupKey, consumerID string) Usage {
+	if g := ix.usage[k]; g != nil {
+		return g.byConsumer[consumerID]
+	}
+	return Usage{}
+}
+
+// free returns the chunks of a group nobody holds.
+func (ix *Index) free(ps *provState, ti int) int32 {
+	return max(ps.total[ti]-ix.liveOf(groupKey{ps.p.ID, ti}), 0)
+}
+
+// freeFraction is free ÷ total (0 when total is 0).
+func (ix *Index) freeFraction(ps *provState, ti int) float64 {
+	if ps.total[ti] == 0 {
+		return 0
+	}
+	return float64(ix.free(ps, ti)) / float64(ps.total[ti])
+}
+
+// standardKey is the Standard metric, lower is better:
+// 1 − (0.8 × free fraction + 0.2 × renewable).
+func (ix *Index) standardKey(ps *provState, ti int) float64 {
+	r := 0.0
+	if ps.p.Renewable {
+		r = 1
+	}
+	return 1 - (0.8*ix.freeFraction(ps, ti) + 0.2*r)
+}
+
+// open reports whether a group belongs in the ranking trees: an available
+// provider with at least one free chunk of the type.
+func (ix *Index) open(ps *provState, ti int) bool {
+	return ps.p.Available && ps.total[ti] > 0 && ix.free(ps, ti) > 0
+}
+
+func (ix *Index) priceItem(ps *provState, ti int) rankItem {
+	if ps.cost[ti] == nil {
+		return rankItem{class: 1, id: ps.p.ID}
+	}
+	return rankItem{d: ps.cost[ti], f: ps.costF[ti], id: ps.p.ID}
+}
+
+func ecoItem(ps *provState) rankItem {
+	if !ps.hasCarbon {
+		return rankItem{class: 1, id: ps.p.ID}
+	}
+	return rankItem{f: ps.carbon, id: ps.p.ID}
+}
+
+// index inserts a group into its type's trees if it is open.
+func (ix *Index) index(ps *provState, ti int) {
+	if !ix.open(ps, ti) {
+		return
+	}
+	tr := &ix.trees[ti]
+	ps.stdKey[ti] = ix.standardKey(ps, ti)
+	ps.indexed[ti] = true
+	tr.std.ReplaceOrInsert(rankItem{f: ps.stdKey[ti], id: ps.p.ID})
+	tr.price.ReplaceOrInsert(ix.priceItem(ps, ti))
+	tr.eco.ReplaceOrInsert(ecoItem(ps))
+	if ps.hasCoords {
+		tr.lat.ReplaceOrInsert(latItem{lat: ps.lat, id: ps.p.ID})
+	}
+}
+
+// unindex removes a group from its type's trees, using the keys it was
+// inserted with.
+func (ix *Index) unindex(ps *provState, ti int) {
+	if !ps.indexed[ti] {
+		return
+	}
+	tr := &ix.trees[ti]
+	tr.std.Delete(rankItem{f: ps.stdKey[ti], id: ps.p.ID})
+	tr.price.Delete(ix.priceItem(ps, ti))
+	tr.eco.Delete(ecoItem(ps))
+	if ps.hasCoords {
+		tr.lat.Delete(latItem{lat: ps.lat, id: ps.p.ID})
+	}
+	ps.indexed[ti] = false
+}
+
+// strconvDec converts an exact decimal to the nearest float64.
+func strconvDec(d *inf.Dec) (float64, bool) {
+	f, err := strconv.ParseFloat(d.String(), 64)
+	return f, err == nil
+}
