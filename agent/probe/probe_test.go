@@ -1,0 +1,65 @@
+package probe
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+)
+
+func TestEchoAndProbeOnLoopback(t *testing.T) {
+	r, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Serve(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+
+	// A silent endpoint: a bound UDP socket that never answers.
+	silent, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+
+	p := NewProber(ProberConfig{Timeout: 50 * time.Millisecond})
+	live := r.Addr().String()
+	got := p.Measure(context.Background(), []string{live, silent.LocalAddr().String(), live, ""})
+	if len(got) != 1 {
+		t.Fatalf("Measure = %v, want only the live endpoint", got)
+	}
+	if rtt, ok := got[live]; !ok || rtt < 0 || rtt > 50 {
+		t.Fatalf("rtt = %v", got)
+	}
+	// Cached: closing the responder does not change the answer within the TTL.
+	cancel()
+	<-done
+	done <- nil
+	if again := p.Measure(context.Background(), []string{live}); again[live] != got[live] {
+		t.Errorf("cached %v, first %v", again, got)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{5}, 5},
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{9, 1, 1, 1, 100}, 1},
+	}
+	for _, tc := range tests {
+		if got := Median(tc.in); got != tc.want {
+			t.Errorf("Median(%v) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
