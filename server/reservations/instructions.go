@@ -1,0 +1,315 @@
+package reservations
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store"
+)
+
+// Instructions implements rest.Broker: the un-enforced, unexpired
+// instructions targeting cn, provider flavour first, then reservation
+// flavour, each in issue order. With wait > 0 (capped at MaxWait) it blocks
+// until one exists, wait elapses or ctx ends; the waiter is woken the
+// instant an instruction for cn is issued or re-armed. Delivery writes
+// nothing (bug #22).
+func (s *Service) Instructions(ctx context.Context, cn string, wait time.Duration) ([]api.InstructionView, error) {
+	if wait > s.cfg.MaxWait {
+		wait = s.cfg.MaxWait
+	}
+	var timer <-chan time.Time
+	for {
+		s.mu.Lock()
+		views := s.viewsLocked(cn, s.clock.Now())
+		if len(views) > 0 || wait <= 0 {
+			s.mu.Unlock()
+			return views, nil
+		}
+		ch, ok := s.st.waitCh[cn]
+		if !ok {
+			ch = make(chan struct{})
+			s.st.waitCh[cn] = ch
+		}
+		s.mu.Unlock()
+		if timer == nil {
+			t := s.clock.NewTimer(wait)
+			defer t.Stop()
+			timer = t.C()
+		}
+		s.waiters.Add(1)
+		select {
+		case <-ch:
+			s.waiters.Add(-1)
+		case <-timer:
+			s.waiters.Add(-1)
+			return []api.InstructionView{}, nil
+		case <-ctx.Done():
+			s.waiters.Add(-1)
+			return []api.InstructionView{}, nil
+		case <-s.stop:
+			s.waiters.Add(-1)
+			return []api.InstructionView{}, nil
+		}
+	}
+}
+
+// Waiters returns the number of long-poll calls currently blocked.
+func (s *Service) Waiters() int64 { return s.waiters.Load() }
+
+// viewsLocked returns cn's deliverable instructions.
+func (s *Service) viewsLocked(cn string, now time.Time) []api.InstructionView {
+	m := s.st.pending[cn]
+	list := make([]*store.Instruction, 0, len(m))
+	for _, in := range m {
+		list = append(list, in)
+	}
+	slices.SortFunc(list, func(a, b *store.Instruction) int {
+		if a.Flavour != b.Flavour {
+			if a.Flavour == store.FlavourProvider {
+				return -1
+			}
+			return 1
+		}
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	out := make([]api.InstructionView, 0, len(list))
+	for _, in := range list {
+		v, ok := s.view(in, now)
+		if ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// expiresAt is the deadline of a Peer or GenerateKubeconfig instruction:
+// the lease deadline of the reservation(s) it serves. Other kinds have
+// none (zero).
+func (s *Service) expiresAt(in *store.Instruction) time.Time {
+	var exp time.Time
+	switch in.Kind {
+	case api.KindPeer:
+		if r := s.st.reservations[in.ReservationID]; r != nil {
+			exp = s.leaseDeadline(r)
+		}
+	case api.KindGenerateKubeconfig:
+		for _, id := range in.ReservationIDs {
+			if r := s.st.reservations[id]; r != nil {
+				exp = later(exp, s.leaseDeadline(r))
+			}
+		}
+	}
+	return exp
+}
+
+// view renders in for delivery; ok is false when it must not be delivered
+// now (expired, or a Peer whose credential is gone).
+func (s *Service) view(in *store.Instruction, now time.Time) (api.InstructionView, bool) {
+	v := api.InstructionView{
+		ID: in.ID, Kind: in.Kind, ReservationID: in.ReservationID,
+		ChunkCount: in.ChunkCount, LastChunk: in.LastChunk,
+		IssuedAt: mt(in.IssuedAt),
+	}
+	exp := s.expiresAt(in)
+	if in.Kind == api.KindPeer || in.Kind == api.KindGenerateKubeconfig {
+		if exp.IsZero() || !now.Before(exp) {
+			return v, false
+		}
+		v.ExpiresAt = mt(exp)
+	}
+	if in.Flavour == store.FlavourProvider {
+		v.ConsumerClusterID = in.ConsumerID
+		v.ConsumerLiqoClusterID = in.ConsumerLiqoID
+		if in.Kind == api.KindGenerateKubeconfig {
+			v.ReservationIDs = slices.Clone(in.ReservationIDs)
+		}
+		return v, true
+	}
+	v.ProviderClusterID = in.ProviderID
+	v.ProviderLiqoClusterID = in.ProviderLiqoID
+	v.ChunkType = in.ChunkType
+	v.NodeGroupID = in.NodeGroupID
+	if in.Kind == api.KindPeer || in.Kind == api.KindUnpeer {
+		v.ResourceSliceResources = in.Resources
+		v.Namespaces = slices.Clone(in.Namespaces)
+	}
+	if in.Kind == api.KindPeer {
+		c, ok := s.st.credentials[store.PairKey(in.ConsumerID, in.ProviderID)]
+		if !ok {
+			return v, false
+		}
+		v.Kubeconfig = c.Kubeconfig
+	}
+	return v, true
+}
+
+var allowedPayloadKinds = []string{"", api.PayloadKubeconfig, api.PayloadPeer, api.PayloadUnpeer, api.PayloadReconcile}
+
+func validateResult(req api.InstructionResultRequest) *api.Error {
+	switch req.Status {
+	case api.ResultSucceeded:
+	case api.ResultFailed:
+		if req.Error == nil || req.Error.Message == "" {
+			return invalid("error.message is required when status is %s", api.ResultFailed)
+		}
+	default:
+		return invalid("status must be %q or %q, got %q", api.ResultSucceeded, api.ResultFailed, req.Status)
+	}
+	if req.Payload != nil && !slices.Contains(allowedPayloadKinds, req.Payload.Kind) {
+		return invalid("payload.kind %q is not one of %q", req.Payload.Kind, allowedPayloadKinds[1:])
+	}
+	return nil
+}
+
+// PostResult implements rest.Broker. Transitions happen synchronously: a
+// GenerateKubeconfig success moves every reservation of the pair that waits
+// for it to Peering at once. A result for an enforced instruction is an
+// idempotent replay (no side effects).
+func (s *Service) PostResult(ctx context.Context, cn, id string, req api.InstructionResultRequest) error {
+	if id == "" {
+		return invalid("instruction id is empty")
+	}
+	if err := validateResult(req); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	in, ok := s.st.instructions[id]
+	if !ok {
+		s.mu.Unlock()
+		return api.Errorf(api.CodeNotFound, "instruction %q not found", id)
+	}
+	if in.TargetID != cn {
+		s.mu.Unlock()
+		return api.Errorf(api.CodeForbidden, "instruction %q targets cluster %q, not %q", id, in.TargetID, cn)
+	}
+	if in.Enforced {
+		s.mu.Unlock()
+		return nil
+	}
+	succeeded := req.Status == api.ResultSucceeded
+	if succeeded && in.Kind == api.KindGenerateKubeconfig && (req.Payload == nil || req.Payload.Kubeconfig == "") {
+		s.mu.Unlock()
+		return invalid("payload.kubeconfig is required for a successful %s result", api.KindGenerateKubeconfig)
+	}
+	t := s.newTxn()
+	msg := api.ResultSucceeded
+	if !succeeded {
+		msg = "Failed: " + req.Error.Message
+	}
+	in.Enforced = true
+	in.Attempts++
+	in.Message = msg
+	in.LastUpdate = t.now
+	s.st.removePending(in)
+	t.putIns(in)
+	s.applyResult(t, in, req)
+	err := s.enqueue(t)
+	s.mu.Unlock()
+	return await(err)
+}
+
+// applyResult advances the phase machine for a result of in.
+func (s *Service) applyResult(t *txn, in *store.Instruction, req api.InstructionResultRequest) {
+	succeeded := req.Status == api.ResultSucceeded
+	switch in.Kind {
+	case api.KindGenerateKubeconfig:
+		waiting := s.waitingForGK(in)
+		if succeeded {
+			c := &store.Credential{ConsumerID: in.ConsumerID, ProviderID: in.ProviderID, Kubeconfig: req.Payload.Kubeconfig, CreatedAt: t.now}
+			s.st.credentials[c.Key()] = c
+			t.other = append(t.other, store.PutCredential(*c))
+			for _, r := range waiting {
+				s.setPhase(t, r, api.PhaseKubeconfigReady, "peering-user kubeconfig staged")
+				s.startPeering(t, r)
+			}
+			return
+		}
+		for _, r := range waiting {
+			s.setPhase(t, r, api.PhaseFailed, "generating the peering-user kubeconfig failed: "+req.Error.Message)
+		}
+	case api.KindPeer:
+		r := s.st.reservations[in.ReservationID]
+		if r == nil || r.Phase.Terminal() {
+			return
+		}
+		if succeeded {
+			if req.Payload != nil && len(req.Payload.VirtualNodeNames) > 0 {
+				names := slices.Clone(r.VirtualNodeNames)
+				for _, n := range req.Payload.VirtualNodeNames {
+					if n != "" && !slices.Contains(names, n) {
+						names = append(names, n)
+					}
+				}
+				r.VirtualNodeNames = names
+				t.putRes(r)
+			}
+			// A late success never resurrects a released reservation
+			// (bug #7): an Unpeering reservation keeps its Unpeer.
+			if r.Phase == api.PhaseUnpeering {
+				return
+			}
+			at := t.now
+			r.ActivatedAt = &at
+			s.setPhase(t, r, api.PhasePeered, "peering completed")
+			return
+		}
+		if r.Phase == api.PhaseUnpeering {
+			return // the pending Unpeer cleans up
+		}
+		s.setPhase(t, r, api.PhaseFailed, "peering failed: "+req.Error.Message)
+	case api.KindUnpeer:
+		r := s.st.reservations[in.ReservationID]
+		if r == nil || r.Phase != api.PhaseUnpeering {
+			return
+		}
+		if succeeded {
+			s.setPhase(t, r, api.PhaseReleased, "chunk released")
+			return
+		}
+		s.setPhase(t, r, api.PhaseFailed, "unpeering failed: "+req.Error.Message)
+	default:
+		// Cleanup and Reconcile: recording the result is all (a failed
+		// Cleanup never fails a reservation, bug #6).
+		if !succeeded {
+			s.log.Warn("Instruction failed", "instruction", in.ID, "kind", in.Kind, "target", in.TargetID, "error", req.Error.Message)
+		}
+	}
+}
+
+// waitingForGK returns the reservations of in's pair that wait for a
+// kubeconfig (every one of them, not only those named in the instruction:
+// they all share the credential).
+func (s *Service) waitingForGK(in *store.Instruction) []*store.Reservation {
+	var out []*store.Reservation
+	for _, r := range s.st.byPair[store.PairKey(in.ConsumerID, in.ProviderID)] {
+		if r.Phase == api.PhaseGeneratingKubeconfig {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *store.Reservation) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	return out
+}
+
+func overviewInstruction(in *store.Instruction, exp time.Time) api.OverviewInstruction {
+	o := api.OverviewInstruction{
+		ID: in.ID, Kind: in.Kind, ReservationID: in.ReservationID, TargetClusterID: in.TargetID,
+		ChunkCount: in.ChunkCount, LastChunk: in.LastChunk, Enforced: in.Enforced, Attempts: in.Attempts,
+		IssuedAt: mtp(&in.IssuedAt), LastUpdateTime: mtp(&in.LastUpdate), Message: in.Message,
+		ConsumerClusterID: in.ConsumerID, ConsumerLiqoClusterID: in.ConsumerLiqoID, ProviderClusterID: in.ProviderID,
+	}
+	if !exp.IsZero() {
+		v := metav1.NewTime(exp.UTC())
+		o.ExpiresAt = &v
+	}
+	return o
+}

@@ -1,0 +1,73 @@
+package reservations
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+var allPhases = []api.Phase{
+	api.PhasePending, api.PhaseGeneratingKubeconfig, api.PhaseKubeconfigReady, api.PhasePeering,
+	api.PhasePeered, api.PhaseUnpeering, api.PhaseReleased, api.PhaseExpired, api.PhaseFailed,
+}
+
+type collector struct {
+	s                                    *Service
+	byPhase, chunksTotal, chunksReserved *prometheus.Desc
+	waiters, pending                     *prometheus.Desc
+}
+
+// Collector returns a Prometheus collector of the domain's gauges:
+// fa_broker_reservations{phase}, fa_broker_chunks_total{provider,chunk_type},
+// fa_broker_chunks_reserved{provider,chunk_type},
+// fa_broker_longpoll_waiters and fa_broker_instructions_pending. Register
+// it once.
+func (s *Service) Collector() prometheus.Collector {
+	return &collector{
+		s:              s,
+		byPhase:        prometheus.NewDesc("fa_broker_reservations", "Reservations known to the broker, by phase.", []string{"phase"}, nil),
+		chunksTotal:    prometheus.NewDesc("fa_broker_chunks_total", "Chunks advertised per provider and chunk type.", []string{"provider", "chunk_type"}, nil),
+		chunksReserved: prometheus.NewDesc("fa_broker_chunks_reserved", "Chunks held by live reservations per provider and chunk type.", []string{"provider", "chunk_type"}, nil),
+		waiters:        prometheus.NewDesc("fa_broker_longpoll_waiters", "Instruction long-poll calls currently waiting.", nil, nil),
+		pending:        prometheus.NewDesc("fa_broker_instructions_pending", "Un-enforced instructions.", nil, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.byPhase, c.chunksTotal, c.chunksReserved, c.waiters, c.pending} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.s
+	s.mu.Lock()
+	counts := map[api.Phase]int{}
+	for _, r := range s.st.reservations {
+		counts[r.Phase]++
+	}
+	type row struct {
+		provider, typ   string
+		total, reserved int32
+	}
+	var rows []row
+	for _, id := range sortedKeys(s.st.providers) {
+		for typ, n := range s.st.providers[id].chunks {
+			rows = append(rows, row{id, string(typ), n, s.st.reserved[ptKey{id, typ}]})
+		}
+	}
+	pending := 0
+	for _, m := range s.st.pending {
+		pending += len(m)
+	}
+	s.mu.Unlock()
+	for _, p := range allPhases {
+		ch <- prometheus.MustNewConstMetric(c.byPhase, prometheus.GaugeValue, float64(counts[p]), string(p))
+	}
+	for _, r := range rows {
+		ch <- prometheus.MustNewConstMetric(c.chunksTotal, prometheus.GaugeValue, float64(r.total), r.provider, r.typ)
+		ch <- prometheus.MustNewConstMetric(c.chunksReserved, prometheus.GaugeValue, float64(r.reserved), r.provider, r.typ)
+	}
+	ch <- prometheus.MustNewConstMetric(c.waiters, prometheus.GaugeValue, float64(s.waiters.Load()))
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending))
+}

@@ -1,0 +1,107 @@
+package reservations
+
+import (
+	"context"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store"
+)
+
+// Overview implements rest.Broker: the dashboard's snapshot. It never
+// carries a kubeconfig.
+func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	ov := api.Overview{
+		GeneratedAt:             mt(now),
+		Advertisements:          []api.AdvertisementSnapshot{},
+		Reservations:            []api.OverviewReservation{},
+		ProviderInstructions:    []api.OverviewInstruction{},
+		ReservationInstructions: []api.OverviewInstruction{},
+		Consumers:               []api.OverviewConsumer{},
+	}
+	capy := api.CapacitySummary{
+		ByChunkType: map[api.ChunkType]api.ChunkCounts{},
+		ChunkSizes: map[api.ChunkType]corev1.ResourceList{
+			api.ChunkStandard: s.chunkShape(api.ChunkStandard),
+			api.ChunkGPU:      s.chunkShape(api.ChunkGPU),
+		},
+	}
+	for _, id := range sortedKeys(s.st.providers) {
+		p := s.st.providers[id]
+		capy.ProviderCount++
+		if p.available {
+			capy.AvailableProviderCount++
+		}
+		for typ, n := range p.chunks {
+			res := s.st.reserved[ptKey{id, typ}]
+			avail := int32(0)
+			if p.available {
+				avail = max(n-res, 0)
+			}
+			cc := capy.ByChunkType[typ]
+			cc.TotalChunks += n
+			cc.ReservedChunks += res
+			cc.AvailableChunks += avail
+			capy.ByChunkType[typ] = cc
+			capy.TotalChunks += n
+			capy.ReservedChunks += res
+			capy.AvailableChunks += avail
+		}
+		ov.Advertisements = append(ov.Advertisements, s.snapshot(id, p, true))
+	}
+	ov.Capacity = capy
+	for _, r := range s.sortedReservations() {
+		row := api.OverviewReservation{ReservationResponse: s.reservationResponse(r), TerminatedAt: mtp(r.TerminatedAt)}
+		for _, h := range r.History {
+			row.History = append(row.History, api.PhaseTransition{Phase: h.Phase, At: mt(h.At), Message: h.Message})
+		}
+		ov.Reservations = append(ov.Reservations, row)
+	}
+	ins := make([]*store.Instruction, 0, len(s.st.instructions))
+	for _, in := range s.st.instructions {
+		ins = append(ins, in)
+	}
+	slices.SortFunc(ins, func(a, b *store.Instruction) int {
+		switch {
+		case a.Seq < b.Seq:
+			return -1
+		case a.Seq > b.Seq:
+			return 1
+		}
+		return 0
+	})
+	for _, in := range ins {
+		row := overviewInstruction(in, s.expiresAt(in))
+		if in.Flavour == store.FlavourProvider {
+			ov.ProviderInstructions = append(ov.ProviderInstructions, row)
+		} else {
+			ov.ReservationInstructions = append(ov.ReservationInstructions, row)
+		}
+	}
+	for _, id := range sortedKeys(s.st.consumers) {
+		c := s.st.consumers[id]
+		hb := c.rec.Heartbeat
+		row := api.OverviewConsumer{
+			ClusterID: id, LiqoClusterID: hb.LiqoClusterID, Region: hb.Region, City: hb.City,
+			ChosenProvider: hb.ChosenProvider, LastSeen: mt(c.rec.LastSeen), AppliedPlacement: c.policy,
+			MeasuredLatencies: hb.MeasuredLatencies, Latitude: hb.Latitude, Longitude: hb.Longitude,
+		}
+		if hb.Placement != nil {
+			row.Placement = hb.Placement.Type
+			row.Weights = hb.Placement.Weights
+		}
+		if rtt, ok := hb.MeasuredLatencies[hb.ChosenProvider]; ok && hb.ChosenProvider != "" {
+			row.MeasuredRTT = &rtt
+		}
+		ov.Consumers = append(ov.Consumers, row)
+		if c.warning != "" {
+			ov.Warnings = append(ov.Warnings, c.warning)
+		}
+	}
+	return ov, nil
+}

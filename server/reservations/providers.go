@@ -1,0 +1,328 @@
+package reservations
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store"
+)
+
+func validClusterID(field, id string) *api.Error {
+	if id == "" {
+		return invalid("%s is required", field)
+	}
+	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
+		return invalid("%s %q is not a DNS-1123 label: %s", field, id, errs[0])
+	}
+	return nil
+}
+
+func finiteNonNegative(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
+
+func validateAdvertisement(req api.AdvertisementRequest) *api.Error {
+	if err := validClusterID("clusterId", req.ClusterID); err != nil {
+		return err
+	}
+	if req.LiqoClusterID == "" {
+		return invalid("liqoClusterId is required")
+	}
+	if len(req.Resources) == 0 {
+		return invalid("resources must hold at least one resource")
+	}
+	for name, q := range req.Resources {
+		if q.Sign() < 0 {
+			return invalid("resources[%s] must be >= 0, got %s", name, q.String())
+		}
+	}
+	if req.CarbonIntensity != nil && !finiteNonNegative(*req.CarbonIntensity) {
+		return invalid("carbonIntensity must be a finite number >= 0")
+	}
+	for i, v := range req.CarbonForecast {
+		if !finiteNonNegative(v) {
+			return invalid("carbonForecast[%d] must be a finite number >= 0", i)
+		}
+	}
+	for name, q := range req.UnitPrices {
+		if q.Sign() < 0 {
+			return invalid("unitPrices[%s] must be >= 0, got %s", name, q.String())
+		}
+	}
+	if t := req.Topology; t != nil {
+		if math.IsNaN(t.Latitude) || t.Latitude < -90 || t.Latitude > 90 {
+			return invalid("topology.latitude must be within [-90, 90]")
+		}
+		if math.IsNaN(t.Longitude) || t.Longitude < -180 || t.Longitude > 180 {
+			return invalid("topology.longitude must be within [-180, 180]")
+		}
+	}
+	if sh := req.Sharing; sh != nil && sh.MaxChunksPerConsumer < 0 {
+		return invalid("sharing.maxChunksPerConsumer must be >= 0")
+	}
+	return nil
+}
+
+// Advertise implements rest.Broker: it upserts the provider, recomputes its
+// chunks, restores it if it was stale and piggybacks its instructions.
+func (s *Service) Advertise(ctx context.Context, cn string, req api.AdvertisementRequest) (api.AdvertisementResponse, error) {
+	if err := validateAdvertisement(req); err != nil {
+		return api.AdvertisementResponse{}, err
+	}
+	if req.ClusterID != cn {
+		return api.AdvertisementResponse{}, api.Errorf(api.CodeForbidden, "clusterId %q does not match the caller %q", req.ClusterID, cn)
+	}
+	// Accepted and discarded, as in the reference.
+	req.LiqoLabels, req.LiqoTaints = nil, nil
+
+	s.mu.Lock()
+	t := s.newTxn()
+	p, ok := s.st.providers[cn]
+	if !ok {
+		p = &provider{}
+		s.st.providers[cn] = p
+	}
+	wasAvailable := ok && p.available
+	p.rec = store.Advertisement{Request: req, LastSeen: t.now}
+	p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
+	p.freshSince = t.now
+	p.available = true
+	if ok && !wasAvailable {
+		s.log.Info("Provider is advertising again; available", "provider", cn)
+	}
+	s.idx.UpsertProvider(s.placementProvider(cn, p))
+	t.other = append(t.other, store.PutAdvertisement(p.rec))
+	resp := api.AdvertisementResponse{
+		Accepted:     true,
+		NextReportIn: "30s",
+		ChunkCounts:  map[api.ChunkType]int32{},
+		Instructions: s.viewsLocked(cn, t.now),
+	}
+	for typ, n := range p.chunks {
+		resp.ChunkCounts[typ] = n
+	}
+	resp.ChunkCount, resp.ChunkResources = p.chunks[api.ChunkStandard], s.chunkShape(api.ChunkStandard)
+	if resp.ChunkCount == 0 && p.chunks[api.ChunkGPU] > 0 {
+		resp.ChunkCount, resp.ChunkResources = p.chunks[api.ChunkGPU], s.chunkShape(api.ChunkGPU)
+	}
+	if len(resp.Instructions) == 0 {
+		resp.Instructions = nil
+	}
+	req2 := s.enqueue(t)
+	s.mu.Unlock()
+	if err := await(req2); err != nil {
+		return api.AdvertisementResponse{}, err
+	}
+	return resp, nil
+}
+
+// Advertisement implements rest.Broker.
+func (s *Service) Advertisement(ctx context.Context, id string) (api.AdvertisementSnapshot, error) {
+	if id == "" {
+		return api.AdvertisementSnapshot{}, invalid("cluster id is empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.st.providers[id]
+	if !ok {
+		return api.AdvertisementSnapshot{}, api.Errorf(api.CodeNotFound, "no advertisement for cluster %q", id)
+	}
+	return s.snapshot(id, p, false), nil
+}
+
+func (s *Service) snapshot(id string, p *provider, dashboard bool) api.AdvertisementSnapshot {
+	r := p.rec.Request
+	var total, reserved int32
+	for typ, n := range p.chunks {
+		total += n
+		reserved += s.st.reserved[ptKey{id, typ}]
+	}
+	avail := int32(0)
+	if p.available {
+		avail = max(total-reserved, 0)
+	}
+	snap := api.AdvertisementSnapshot{
+		ClusterID: id, LiqoClusterID: r.LiqoClusterID, Resources: r.Resources, Topology: r.Topology,
+		UnitPrices: r.UnitPrices, CarbonIntensity: r.CarbonIntensity, CarbonForecast: r.CarbonForecast,
+		CapacityScalePercent: r.CapacityScalePercent, CapacityFixed: r.CapacityFixed, Renewable: r.Renewable,
+		ProbeEndpoint: r.ProbeEndpoint, ChunkCount: total, ReservedChunks: reserved, AvailableChunks: avail,
+		LastSeen: mt(p.rec.LastSeen), Available: p.available,
+	}
+	s.decorateSnapshot(&snap, p, dashboard)
+	return snap
+}
+
+func validateHeartbeat(req api.HeartbeatRequest) *api.Error {
+	if err := validClusterID("clusterId", req.ClusterID); err != nil {
+		return err
+	}
+	if req.LiqoClusterID == "" {
+		return invalid("liqoClusterId is required")
+	}
+	if v := req.Latitude; v != nil && (math.IsNaN(*v) || *v < -90 || *v > 90) {
+		return invalid("latitude must be within [-90, 90]")
+	}
+	if v := req.Longitude; v != nil && (math.IsNaN(*v) || *v < -180 || *v > 180) {
+		return invalid("longitude must be within [-180, 180]")
+	}
+	for id, v := range req.MeasuredLatencies {
+		if !finiteNonNegative(v) {
+			return invalid("measuredLatencies[%s] must be a finite number >= 0", id)
+		}
+	}
+	if req.Placement != nil && req.Placement.Weights != nil {
+		w := req.Placement.Weights
+		for name, v := range map[string]float64{"price": w.Price, "carbon": w.Carbon, "distance": w.Distance, "freeCapacity": w.FreeCapacity} {
+			if !finiteNonNegative(v) {
+				return invalid("placement.weights.%s must be a finite number >= 0", name)
+			}
+		}
+	}
+	return nil
+}
+
+// Heartbeat implements rest.Broker: it replaces the consumer's registry
+// entry and renews the lease of all its live reservations.
+func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	if err := validateHeartbeat(req); err != nil {
+		return api.HeartbeatResponse{}, err
+	}
+	if req.ClusterID != cn {
+		return api.HeartbeatResponse{}, api.Errorf(api.CodeForbidden, "clusterId %q does not match the caller %q", req.ClusterID, cn)
+	}
+	listed := req.Reservations
+	req.Reservations = nil
+
+	s.mu.Lock()
+	t := s.newTxn()
+	c := &consumer{rec: store.Consumer{Heartbeat: req, LastSeen: t.now}, leaseBase: t.now}
+	s.applyPolicy(c)
+	if c.warning != "" {
+		if old := s.st.consumers[cn]; old == nil || old.warning != c.warning {
+			s.log.Warn("Unknown placement policy; using Standard", "consumer", cn, "placement", req.Placement.Type)
+		}
+	}
+	s.st.consumers[cn] = c
+	s.idx.UpsertConsumer(placementConsumer(c))
+	t.other = append(t.other, store.PutConsumer(c.rec))
+	var unknown []string
+	for _, id := range listed {
+		r := s.st.reservations[id]
+		if (r == nil || r.ConsumerID != cn || r.Phase.Terminal()) && !slices.Contains(unknown, id) {
+			unknown = append(unknown, id)
+		}
+	}
+	req2 := s.enqueue(t)
+	s.mu.Unlock()
+	if err := await(req2); err != nil {
+		return api.HeartbeatResponse{}, err
+	}
+	return api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown}, nil
+}
+
+// NodeGroups implements rest.Broker through the placement index.
+func (s *Service) NodeGroups(ctx context.Context, cn string, all bool) (api.NodeGroupListResponse, error) {
+	v := s.idx.View(cn, all)
+	if v.NodeGroups == nil {
+		v.NodeGroups = []api.NodeGroupView{}
+	}
+	return v, nil
+}
+
+// sweep expires reservations whose lease ran out, marks stale providers
+// unavailable (failing their reservations) and garbage-collects enforced
+// instructions and terminal reservations. It returns when it must run
+// again.
+func (s *Service) sweep(ctx context.Context) time.Time {
+	s.mu.Lock()
+	t := s.newTxn()
+	now := t.now
+	// Any deadline created after this sweep lies at least the shortest
+	// configured duration ahead, so sleeping until then misses nothing.
+	next := now.Add(min(s.cfg.ReservationLease, s.cfg.ProviderStaleAfter, s.cfg.EnforcedGC, s.cfg.TerminalGC))
+	soon := func(d time.Time) {
+		if d.Before(next) {
+			next = d
+		}
+	}
+	// Provider freshness first: a stale provider's reservations fail.
+	for _, id := range sortedKeys(s.st.providers) {
+		p := s.st.providers[id]
+		if !p.available {
+			continue
+		}
+		deadline := p.freshSince.Add(s.cfg.ProviderStaleAfter)
+		if now.Before(deadline) {
+			soon(deadline)
+			continue
+		}
+		p.available = false
+		s.log.Warn("Provider stopped advertising; unavailable", "provider", id, "lastSeen", p.rec.LastSeen)
+		s.idx.UpsertProvider(s.placementProvider(id, p))
+		for _, r := range s.sortedReservations() {
+			if r.ProviderID == id && !r.Phase.Terminal() && r.Phase != api.PhaseUnpeering {
+				s.setPhase(t, r, api.PhaseFailed, "provider "+id+" stopped advertising")
+			}
+		}
+	}
+	for _, r := range s.sortedReservations() {
+		if r.Phase.Terminal() {
+			gc := r.TerminatedAt.Add(s.cfg.TerminalGC)
+			if now.Before(gc) {
+				soon(gc)
+				continue
+			}
+			delete(s.st.reservations, r.ID)
+			s.st.unindexPair(r)
+			t.delRes(r.ID)
+			continue
+		}
+		deadline := s.leaseDeadline(r)
+		if now.Before(deadline) {
+			soon(deadline)
+			continue
+		}
+		s.setPhase(t, r, api.PhaseExpired, "lease expired: no heartbeat from consumer "+r.ConsumerID+" for "+s.cfg.ReservationLease.String())
+	}
+	for _, id := range sortedKeys(s.st.instructions) {
+		in := s.st.instructions[id]
+		if !in.Enforced {
+			continue
+		}
+		gc := in.LastUpdate.Add(s.cfg.EnforcedGC)
+		if now.Before(gc) {
+			soon(gc)
+			continue
+		}
+		delete(s.st.instructions, id)
+		t.delIns(id)
+	}
+	req := s.enqueue(t)
+	s.mu.Unlock()
+	if err := await(req); err != nil {
+		s.log.Error("Persisting the sweep failed; it will run again", "err", err)
+		return now.Add(time.Second)
+	}
+	return next
+}
+
+func (s *Service) sortedReservations() []*store.Reservation {
+	out := make([]*store.Reservation, 0, len(s.st.reservations))
+	for _, r := range s.st.reservations {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *store.Reservation) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		if a.ID < b.ID {
+			return -1
+		}
+		return 1
+	})
+	return out
+}

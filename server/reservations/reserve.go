@@ -1,0 +1,259 @@
+package reservations
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store"
+)
+
+func invalid(format string, args ...any) *api.Error {
+	return api.Errorf(api.CodeInvalidRequest, format, args...)
+}
+
+func validateReservationRequest(req api.ReservationRequest) *api.Error {
+	if req.ProviderClusterID == "" {
+		return invalid("providerClusterId is required")
+	}
+	if errs := validation.IsDNS1123Label(req.ProviderClusterID); len(errs) > 0 {
+		return invalid("providerClusterId %q is not a DNS-1123 label: %s", req.ProviderClusterID, errs[0])
+	}
+	switch {
+	case req.ChunkCount < 1:
+		return invalid("chunkCount must be >= 1")
+	case req.ChunkCount > 1:
+		return invalid("chunkCount must be exactly 1: reserve N nodes with N reservations")
+	}
+	if req.ChunkType != api.ChunkStandard && req.ChunkType != api.ChunkGPU {
+		return invalid("chunkType must be %q or %q, got %q", api.ChunkStandard, api.ChunkGPU, req.ChunkType)
+	}
+	if req.NodeGroupID != "" {
+		if want := api.NodeGroupID(req.ProviderClusterID, req.ChunkType); req.NodeGroupID != want {
+			return invalid("nodeGroupId %q does not match providerClusterId and chunkType (want %q)", req.NodeGroupID, want)
+		}
+	}
+	for i, ns := range req.Namespaces {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return invalid("namespaces[%d] %q is not a valid namespace name: %s", i, ns, errs[0])
+		}
+	}
+	return nil
+}
+
+// sameSet reports whether a and b hold the same strings, ignoring order and
+// duplicates.
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
+}
+
+// Reserve implements rest.Broker. The evaluation order is: body and id
+// validation, replay lookup, heartbeat (412), provider and chunk type (404),
+// freshness (503), sharing (403), quota and capacity (409), create (201).
+func (s *Service) Reserve(ctx context.Context, cn, id string, req api.ReservationRequest) (api.ReservationResponse, bool, error) {
+	if err := validateReservationRequest(req); err != nil {
+		return api.ReservationResponse{}, false, err
+	}
+	if id == "" {
+		id = "res-" + uuid.NewString()
+	}
+	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
+		return api.ReservationResponse{}, false, invalid("%s %q is not a DNS-1123 subdomain: %s", api.HeaderReservationID, id, errs[0])
+	}
+
+	s.mu.Lock()
+	st := s.st
+	if r, ok := st.reservations[id]; ok {
+		same := r.ConsumerID == cn && r.ProviderID == req.ProviderClusterID && r.ChunkType == req.ChunkType &&
+			r.ChunkCount == req.ChunkCount && sameSet(r.Namespaces, req.Namespaces)
+		resp := s.reservationResponse(r)
+		s.mu.Unlock()
+		if !same {
+			return api.ReservationResponse{}, false, api.Errorf(api.CodeConflict, "reservation %q already exists with a different spec", id)
+		}
+		return resp, false, nil
+	}
+	c, ok := st.consumers[cn]
+	if !ok {
+		s.mu.Unlock()
+		return api.ReservationResponse{}, false, api.Errorf(api.CodePreconditionFailed, "consumer %q has never sent a heartbeat: send POST /api/v1/heartbeat first", cn)
+	}
+	p, ok := st.providers[req.ProviderClusterID]
+	if !ok {
+		s.mu.Unlock()
+		return api.ReservationResponse{}, false, api.Errorf(api.CodeNotFound, "no advertisement for cluster %q", req.ProviderClusterID)
+	}
+	total := p.chunks[req.ChunkType]
+	if total <= 0 {
+		s.mu.Unlock()
+		return api.ReservationResponse{}, false, api.Errorf(api.CodeNotFound, "provider %q offers no %s chunks", req.ProviderClusterID, req.ChunkType)
+	}
+	if !p.available {
+		s.mu.Unlock()
+		return api.ReservationResponse{}, false, api.Errorf(api.CodeServiceUnavailable, "provider %q is not available: no advertisement for %s", req.ProviderClusterID, s.cfg.ProviderStaleAfter)
+	}
+	sharing := p.rec.Request.Sharing
+	if !placement.MayBorrow(sharing, cn) {
+		s.mu.Unlock()
+		return api.ReservationResponse{}, false, api.Errorf(api.CodeForbidden, "provider %q does not share its capacity with consumer %q", req.ProviderClusterID, cn)
+	}
+	if q := placement.Quota(sharing); q > 0 {
+		if live := st.usage[usageKey{req.ProviderClusterID, req.ChunkType, cn}].Live; live+req.ChunkCount > q {
+			s.mu.Unlock()
+			return api.ReservationResponse{}, false, api.Errorf(api.CodeInsufficientCapacity,
+				"consumer %q already holds %d of the %d %s chunks provider %q allows per consumer", cn, live, q, req.ChunkType, req.ProviderClusterID).
+				WithDetails(map[string]any{"available": max(q-live, 0), "requested": req.ChunkCount, "quota": q})
+		}
+	}
+	reserved := st.reserved[ptKey{req.ProviderClusterID, req.ChunkType}]
+	if avail := total - reserved; avail < req.ChunkCount {
+		s.mu.Unlock()
+		return api.ReservationResponse{}, false, api.Errorf(api.CodeInsufficientCapacity,
+			"provider %q has %d free %s chunks, %d requested", req.ProviderClusterID, max(avail, 0), req.ChunkType, req.ChunkCount).
+			WithDetails(map[string]any{"available": max(avail, 0), "requested": req.ChunkCount})
+	}
+
+	t := s.newTxn()
+	chunkRes := s.chunkShape(req.ChunkType)
+	r := &store.Reservation{
+		ID: id, ConsumerID: cn, ConsumerLiqoID: c.rec.Heartbeat.LiqoClusterID,
+		ProviderID: req.ProviderClusterID, ProviderLiqoID: p.rec.Request.LiqoClusterID,
+		ChunkType: req.ChunkType, ChunkCount: req.ChunkCount, Resources: chunkRes,
+		Namespaces: slices.Clone(req.Namespaces), CreatedAt: t.now,
+	}
+	st.reservations[id] = r
+	st.indexPair(r)
+	k := st.addUsage(r, api.PhasePending, 1)
+	t.touched[k] = struct{}{}
+	r.Phase = api.PhasePending
+	r.Message = "reservation created"
+	r.History = []store.Transition{{Phase: api.PhasePending, At: t.now, Message: r.Message}}
+	t.putRes(r)
+	s.advance(t, r)
+	resp := s.reservationResponse(r)
+	req2 := s.enqueue(t)
+	s.mu.Unlock()
+	if err := await(req2); err != nil {
+		return api.ReservationResponse{}, false, err
+	}
+	return resp, true, nil
+}
+
+func (s *Service) chunkShape(t api.ChunkType) corev1.ResourceList {
+	if t == api.ChunkGPU {
+		return s.cfg.ChunkConfig.GPU.DeepCopy()
+	}
+	return s.cfg.ChunkConfig.Standard.DeepCopy()
+}
+
+// leaseDeadline is when r expires unless its consumer heartbeats.
+func (s *Service) leaseDeadline(r *store.Reservation) time.Time {
+	base := r.CreatedAt
+	if c := s.st.consumers[r.ConsumerID]; c != nil {
+		base = later(c.leaseBase, base)
+	}
+	return base.Add(s.cfg.ReservationLease)
+}
+
+func mt(t time.Time) metav1.Time { return metav1.NewTime(t.UTC()) }
+
+func mtp(t *time.Time) *metav1.Time {
+	if t == nil {
+		return nil
+	}
+	v := mt(*t)
+	return &v
+}
+
+func (s *Service) reservationResponse(r *store.Reservation) api.ReservationResponse {
+	exp := s.leaseDeadline(r)
+	if r.TerminatedAt != nil {
+		exp = *r.TerminatedAt
+	}
+	return api.ReservationResponse{
+		ReservationID:         r.ID,
+		Status:                r.Phase,
+		ProviderClusterID:     r.ProviderID,
+		ProviderLiqoClusterID: r.ProviderLiqoID,
+		ConsumerClusterID:     r.ConsumerID,
+		ConsumerLiqoClusterID: r.ConsumerLiqoID,
+		ChunkCount:            r.ChunkCount,
+		ChunkType:             r.ChunkType,
+		Resources:             r.Resources,
+		VirtualNodeNames:      slices.Clone(r.VirtualNodeNames),
+		CreatedAt:             mt(r.CreatedAt),
+		ActivatedAt:           mtp(r.ActivatedAt),
+		ExpiresAt:             mt(exp),
+		Message:               r.Message,
+		NodeGroupID:           api.NodeGroupID(r.ProviderID, r.ChunkType),
+	}
+}
+
+// Reservation implements rest.Broker.
+func (s *Service) Reservation(ctx context.Context, cn, id string) (api.ReservationResponse, error) {
+	if id == "" {
+		return api.ReservationResponse{}, invalid("reservation id is empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.st.reservations[id]
+	if !ok {
+		return api.ReservationResponse{}, api.Errorf(api.CodeNotFound, "reservation %q not found", id)
+	}
+	if cn != r.ConsumerID && cn != r.ProviderID {
+		return api.ReservationResponse{}, api.Errorf(api.CodeForbidden, "cluster %q is neither the consumer nor the provider of reservation %q", cn, id)
+	}
+	return s.reservationResponse(r), nil
+}
+
+// Release implements rest.Broker. A reservation that never started
+// peering goes straight to Released (no Unpeer); one that did moves to
+// Unpeering and gets an Unpeer instruction. Releasing an Unpeering or
+// terminal reservation changes nothing. Concurrent calls serialise on the
+// service mutex, so they never conflict (bug #29).
+func (s *Service) Release(ctx context.Context, cn, id string, chunks int) (api.ReleaseResponse, error) {
+	if id == "" {
+		return api.ReleaseResponse{}, invalid("reservation id is empty")
+	}
+	if chunks < 0 {
+		return api.ReleaseResponse{}, invalid("chunks must be >= 0, got %d", chunks)
+	}
+	s.mu.Lock()
+	r, ok := s.st.reservations[id]
+	if !ok {
+		s.mu.Unlock()
+		return api.ReleaseResponse{}, api.Errorf(api.CodeNotFound, "reservation %q not found", id)
+	}
+	if cn != r.ConsumerID {
+		s.mu.Unlock()
+		return api.ReleaseResponse{}, api.Errorf(api.CodeForbidden, "only consumer %q may release reservation %q", r.ConsumerID, id)
+	}
+	if chunks != 0 && int32(chunks) != r.ChunkCount {
+		s.mu.Unlock()
+		return api.ReleaseResponse{}, api.Errorf(api.CodeNotImplemented, "partial release is not implemented: release all %d chunks", r.ChunkCount)
+	}
+	if r.Phase.Terminal() || r.Phase == api.PhaseUnpeering {
+		resp := api.ReleaseResponse{ReservationID: id, Status: r.Phase}
+		s.mu.Unlock()
+		return resp, nil
+	}
+	t := s.newTxn()
+	s.release(t, r)
+	resp := api.ReleaseResponse{ReservationID: id, Status: r.Phase}
+	req := s.enqueue(t)
+	s.mu.Unlock()
+	if err := await(req); err != nil {
+		return api.ReleaseResponse{}, err
+	}
+	return resp, nil
+}

@@ -1,0 +1,356 @@
+// Package reservations is the broker's domain: the capacity ledger, the
+// reservation phase machine, the instruction queue with long-poll, the
+// consumer registry with reservation leases, provider freshness and garbage
+// collection. It implements rest.Broker.
+//
+// The in-memory state is authoritative and guarded by one mutex. Every
+// operation validates, checks and changes that state atomically under the
+// mutex (so capacity can never be oversubscribed), queues the resulting
+// mutations for the group committer and, after releasing the mutex, waits
+// until they are durable before it returns success. Queue order equals
+// mutex order, so the disk always holds a prefix of the acknowledged
+// history. A failed commit reloads the in-memory state from the store
+// (rolling back every change that was not durable) and fails every caller
+// that was waiting on it. See docs/broker-internals.md.
+package reservations
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultReservationLease   = 15 * time.Minute
+	DefaultProviderStaleAfter = 90 * time.Second
+	DefaultEnforcedGC         = 5 * time.Minute
+	DefaultTerminalGC         = 15 * time.Minute
+	DefaultMaxWait            = 60 * time.Second
+)
+
+// Placer is the placement index the service keeps in step with its ledger
+// (*placement.Index implements it).
+type Placer interface {
+	UpsertProvider(p placement.Provider)
+	RemoveProvider(id string)
+	UpsertConsumer(c placement.Consumer)
+	SetUsage(providerID string, t api.ChunkType, consumerID string, u placement.Usage)
+	View(consumerID string, all bool) api.NodeGroupListResponse
+}
+
+// Config configures a Service. Store and Placer are required; zero
+// durations take the defaults above.
+type Config struct {
+	// Store persists the state; Close closes it.
+	Store store.Store
+	// Clock drives every deadline (default: the real clock).
+	Clock clock.WithTicker
+	// Logger receives structured logs (default: slog.Default()).
+	Logger *slog.Logger
+	// ChunkConfig is the chunk shape per type (default:
+	// placement.DefaultChunkConfig()).
+	ChunkConfig placement.ChunkConfig
+	// ReservationLease: a reservation whose consumer has not sent a
+	// heartbeat for this long expires.
+	ReservationLease time.Duration
+	// ProviderStaleAfter: a provider without an advertisement for this long
+	// becomes unavailable.
+	ProviderStaleAfter time.Duration
+	// EnforcedGC: enforced instructions are forgotten this long after their
+	// last update.
+	EnforcedGC time.Duration
+	// TerminalGC: terminal reservations are forgotten this long after they
+	// became terminal.
+	TerminalGC time.Duration
+	// MaxWait caps the long-poll wait of Instructions.
+	MaxWait time.Duration
+	// Placer is the placement index (typically placement.NewIndex(ChunkConfig)).
+	Placer Placer
+}
+
+func (c *Config) validate() error {
+	if c.Store == nil {
+		return errors.New("reservations: Config.Store is required")
+	}
+	if c.Placer == nil {
+		return errors.New("reservations: Config.Placer is required (placement.NewIndex)")
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if len(c.ChunkConfig.Standard) == 0 && len(c.ChunkConfig.GPU) == 0 {
+		c.ChunkConfig = placement.DefaultChunkConfig()
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"ReservationLease", &c.ReservationLease, DefaultReservationLease},
+		{"ProviderStaleAfter", &c.ProviderStaleAfter, DefaultProviderStaleAfter},
+		{"EnforcedGC", &c.EnforcedGC, DefaultEnforcedGC},
+		{"TerminalGC", &c.TerminalGC, DefaultTerminalGC},
+		{"MaxWait", &c.MaxWait, DefaultMaxWait},
+	} {
+		if *d.v < 0 {
+			return fmt.Errorf("reservations: Config.%s is negative (%s); use a positive duration or 0 for the default %s", d.name, *d.v, d.def)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	return nil
+}
+
+// Service is the broker's domain. Build it with New, start Run in a
+// goroutine, stop it with Close.
+type Service struct {
+	cfg   Config
+	clock clock.WithTicker
+	log   *slog.Logger
+	idx   Placer
+
+	mu sync.Mutex
+	st *state
+	// queue holds commits waiting for the committer (guarded by mu).
+	queue   []*commitReq
+	closing bool
+
+	commitKick chan struct{}
+	stop       chan struct{}
+	done       chan struct{}
+	closeOnce  sync.Once
+
+	waiters atomic.Int64
+
+	subMu  sync.Mutex
+	subs   map[uint64]chan struct{}
+	subSeq uint64
+}
+
+type commitReq struct {
+	muts []store.Mutation
+	wake []string
+	done chan error
+}
+
+// New loads the state from cfg.Store, rebuilds the ledger (reserved chunks
+// are recomputed from live reservations) and the placement index, and
+// starts the group committer.
+func New(cfg Config) (*Service, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Service{
+		cfg:        cfg,
+		clock:      cfg.Clock,
+		log:        cfg.Logger,
+		idx:        cfg.Placer,
+		commitKick: make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
+		subs:       map[uint64]chan struct{}{},
+	}
+	snap, err := cfg.Store.Load(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("reservations: loading state: %w", err)
+	}
+	s.mu.Lock()
+	s.st = s.buildState(snap, s.clock.Now())
+	s.mu.Unlock()
+	go s.committer()
+	return s, nil
+}
+
+// Close stops the committer (after flushing queued commits) and closes the
+// store. Run must have returned or its context be cancelled.
+func (s *Service) Close() error {
+	var err error
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		s.mu.Unlock()
+		close(s.stop)
+		<-s.done
+		err = s.cfg.Store.Close()
+	})
+	return err
+}
+
+// errClosed answers operations after Close.
+var errClosed = errors.New("reservations: service is closed")
+
+// enqueue queues t's mutations; it must be called with s.mu held. It
+// returns nil when t changed nothing durable (its wake-ups happen at once).
+func (s *Service) enqueue(t *txn) *commitReq {
+	s.flushUsage(t)
+	muts := t.mutations()
+	wake := t.wakeList()
+	if len(muts) == 0 {
+		s.wakeLocked(wake)
+		return nil
+	}
+	req := &commitReq{muts: muts, wake: wake, done: make(chan error, 1)}
+	if s.closing {
+		req.done <- errClosed
+		return req
+	}
+	s.queue = append(s.queue, req)
+	select {
+	case s.commitKick <- struct{}{}:
+	default:
+	}
+	return req
+}
+
+// await waits until req is durable. It waits even if ctx ends: the change
+// is already visible in memory and must not be acknowledged as failed while
+// it may still commit.
+func await(req *commitReq) error {
+	if req == nil {
+		return nil
+	}
+	if err := <-req.done; err != nil {
+		return fmt.Errorf("persisting state: %w", err)
+	}
+	return nil
+}
+
+// committer writes queued commits in queue order, as many per store
+// transaction as have accumulated (group commit).
+func (s *Service) committer() {
+	defer close(s.done)
+	for {
+		s.mu.Lock()
+		batch := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		if len(batch) == 0 {
+			select {
+			case <-s.commitKick:
+				continue
+			case <-s.stop:
+				s.mu.Lock()
+				rest := s.queue
+				s.queue = nil
+				s.mu.Unlock()
+				if len(rest) == 0 {
+					return
+				}
+				s.commitBatch(rest)
+				continue
+			}
+		}
+		s.commitBatch(batch)
+	}
+}
+
+func (s *Service) commitBatch(batch []*commitReq) {
+	n := 0
+	for _, r := range batch {
+		n += len(r.muts)
+	}
+	muts := make([]store.Mutation, 0, n)
+	for _, r := range batch {
+		muts = append(muts, r.muts...)
+	}
+	err := s.cfg.Store.Apply(context.Background(), muts)
+	if err != nil {
+		s.log.Error("Persisting state failed; rolling the in-memory state back to the store", "err", err, "commits", len(batch))
+		s.mu.Lock()
+		pending := s.queue
+		s.queue = nil
+		snap, lerr := s.cfg.Store.Load(context.Background())
+		if lerr != nil {
+			s.log.Error("Reloading state after a failed commit failed; keeping the in-memory state", "err", lerr)
+		} else {
+			s.replaceState(snap)
+		}
+		s.mu.Unlock()
+		for _, r := range append(batch, pending...) {
+			r.done <- err
+		}
+		s.notify()
+		return
+	}
+	var wake []string
+	for _, r := range batch {
+		wake = append(wake, r.wake...)
+	}
+	if len(wake) > 0 {
+		s.mu.Lock()
+		s.wakeLocked(wake)
+		s.mu.Unlock()
+	}
+	for _, r := range batch {
+		r.done <- nil
+	}
+	s.notify()
+}
+
+// Subscribe returns a channel that receives a value (coalesced, buffer 1)
+// after every change of the state, until ctx ends; then it is closed.
+func (s *Service) Subscribe(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	s.subMu.Lock()
+	s.subSeq++
+	id := s.subSeq
+	s.subs[id] = ch
+	s.subMu.Unlock()
+	go func() {
+		<-ctx.Done()
+		s.subMu.Lock()
+		delete(s.subs, id)
+		close(ch)
+		s.subMu.Unlock()
+	}()
+	return ch
+}
+
+func (s *Service) notify() {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	for _, ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Run drives the time-based work: reservation leases, provider freshness
+// and garbage collection. It sleeps until the next deadline and returns
+// nil when ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	for {
+		next := s.sweep(ctx)
+		d := next.Sub(s.clock.Now())
+		if d < time.Millisecond {
+			d = time.Millisecond
+		}
+		t := s.clock.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-s.stop:
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
+}

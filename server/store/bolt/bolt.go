@@ -1,0 +1,255 @@
+// Package bolt is the embedded store.Store of the broker: one bbolt file in
+// the broker's data directory, one bucket per record kind, each record a
+// versioned JSON document. Apply commits one read-write transaction and
+// fsyncs it before returning; the broker's domain groups concurrent
+// mutations into one Apply (group commit), so throughput does not depend on
+// one fsync per request.
+package bolt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/store"
+)
+
+// FileName is the database file inside the data directory.
+const FileName = "broker.db"
+
+// recordVersion prefixes every stored value; a value with another prefix is
+// refused at load.
+const recordVersion byte = 1
+
+// Store is a bbolt-backed store.Store.
+type Store struct {
+	db *bbolt.DB
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Options tune Open.
+type Options struct {
+	// Timeout bounds the wait for the file lock held by another process
+	// (default 5s).
+	Timeout time.Duration
+	// NoSync disables fsync; only for tests that measure something else.
+	NoSync bool
+}
+
+// Open opens (creating if needed) the store in directory dir.
+func Open(dir string, opts Options) (*Store, error) {
+	if dir == "" {
+		return nil, errors.New("open store: empty data directory; set --data-dir")
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("open store: creating data directory %s: %w", dir, err)
+	}
+	return OpenFile(filepath.Join(dir, FileName), opts)
+}
+
+// OpenFile opens (creating if needed) the store in file path.
+func OpenFile(path string, opts Options) (*Store, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 5 * time.Second
+	}
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync, NoFreelistSync: true})
+	if err != nil {
+		return nil, fmt.Errorf("open store %s (is another broker using this data dir?): %w", path, err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		for _, k := range store.Kinds {
+			if _, err := tx.CreateBucketIfNotExists([]byte(k.String())); err != nil {
+				return fmt.Errorf("creating bucket %s: %w", k, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Apply implements store.Store: one transaction, fsynced on commit.
+func (s *Store) Apply(ctx context.Context, batch []Mutation) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("apply: %w", err)
+	}
+	type enc struct {
+		m   Mutation
+		val []byte
+	}
+	encoded := make([]enc, len(batch))
+	for i, m := range batch {
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("apply: %w", err)
+		}
+		encoded[i].m = m
+		if !m.Delete {
+			v, err := EncodeRecord(m)
+			if err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
+			encoded[i].val = v
+		}
+	}
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		for _, e := range encoded {
+			b := tx.Bucket([]byte(e.m.Kind.String()))
+			if b == nil {
+				return fmt.Errorf("bucket %s missing", e.m.Kind)
+			}
+			var err error
+			if e.m.Delete {
+				err = b.Delete([]byte(e.m.Key))
+			} else {
+				err = b.Put([]byte(e.m.Key), e.val)
+			}
+			if err != nil {
+				return fmt.Errorf("writing %s %q: %w", e.m.Kind, e.m.Key, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("apply %d mutations: %w", len(batch), err)
+	}
+	return nil
+}
+
+// Mutation is store.Mutation (re-declared for brevity in this package).
+type Mutation = store.Mutation
+
+// Load implements store.Store.
+func (s *Store) Load(ctx context.Context) (store.Snapshot, error) {
+	var snap store.Snapshot
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		for _, k := range store.Kinds {
+			b := tx.Bucket([]byte(k.String()))
+			if b == nil {
+				continue
+			}
+			err := b.ForEach(func(key, val []byte) error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				m, err := DecodeRecord(k, val)
+				if err != nil {
+					return fmt.Errorf("%s %q: %w", k, key, err)
+				}
+				switch k {
+				case store.KindReservation:
+					snap.Reservations = append(snap.Reservations, *m.Reservation)
+				case store.KindInstruction:
+					snap.Instructions = append(snap.Instructions, *m.Instruction)
+				case store.KindCredential:
+					snap.Credentials = append(snap.Credentials, *m.Credential)
+				case store.KindAdvertisement:
+					snap.Advertisements = append(snap.Advertisements, *m.Advertisement)
+				case store.KindConsumer:
+					snap.Consumers = append(snap.Consumers, *m.Consumer)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Snapshot{}, fmt.Errorf("load store: %w", err)
+	}
+	return snap, nil
+}
+
+// EncodeRecord encodes the record of put mutation m.
+func EncodeRecord(m Mutation) ([]byte, error) {
+	var v any
+	switch m.Kind {
+	case store.KindReservation:
+		v = m.Reservation
+	case store.KindInstruction:
+		v = m.Instruction
+	case store.KindCredential:
+		v = m.Credential
+	case store.KindAdvertisement:
+		v = m.Advertisement
+	case store.KindConsumer:
+		v = m.Consumer
+	default:
+		return nil, fmt.Errorf("encode: unknown record kind %s", m.Kind)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s %q: %w", m.Kind, m.Key, err)
+	}
+	return append([]byte{recordVersion}, b...), nil
+}
+
+// DecodeRecord decodes a stored value of kind k into a put mutation. It
+// refuses unknown versions, malformed JSON and records without their key
+// fields.
+func DecodeRecord(k store.Kind, val []byte) (Mutation, error) {
+	if len(val) == 0 {
+		return Mutation{}, errors.New("decode: empty record")
+	}
+	if val[0] != recordVersion {
+		return Mutation{}, fmt.Errorf("decode: record version %d, this broker reads %d", val[0], recordVersion)
+	}
+	body := val[1:]
+	var m Mutation
+	var err error
+	switch k {
+	case store.KindReservation:
+		var r store.Reservation
+		if err = json.Unmarshal(body, &r); err == nil && (r.ID == "" || r.ConsumerID == "" || r.ProviderID == "") {
+			err = errors.New("reservation without id, consumer or provider")
+		}
+		m = store.PutReservation(r)
+	case store.KindInstruction:
+		var in store.Instruction
+		if err = json.Unmarshal(body, &in); err == nil && (in.ID == "" || in.TargetID == "" || in.Kind == "") {
+			err = errors.New("instruction without id, target or kind")
+		}
+		m = store.PutInstruction(in)
+	case store.KindCredential:
+		var c store.Credential
+		if err = json.Unmarshal(body, &c); err == nil && (c.ConsumerID == "" || c.ProviderID == "") {
+			err = errors.New("credential without consumer or provider")
+		}
+		m = store.PutCredential(c)
+	case store.KindAdvertisement:
+		var a store.Advertisement
+		if err = json.Unmarshal(body, &a); err == nil && a.Request.ClusterID == "" {
+			err = errors.New("advertisement without cluster id")
+		}
+		m = store.PutAdvertisement(a)
+	case store.KindConsumer:
+		var c store.Consumer
+		if err = json.Unmarshal(body, &c); err == nil && c.Heartbeat.ClusterID == "" {
+			err = errors.New("consumer without cluster id")
+		}
+		m = store.PutConsumer(c)
+	default:
+		return Mutation{}, fmt.Errorf("decode: unknown record kind %s", k)
+	}
+	if err != nil {
+		return Mutation{}, fmt.Errorf("decode %s: %w", k, err)
+	}
+	return m, nil
+}
