@@ -1,0 +1,95 @@
+package rest
+
+import (
+	"context"
+	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// fakeBroker is a Broker of function fields; a nil field answers with the
+// zero value.
+type fakeBroker struct {
+	AdvertiseFn     func(ctx context.Context, cn string, req api.AdvertisementRequest) (api.AdvertisementResponse, error)
+	AdvertisementFn func(ctx context.Context, id string) (api.AdvertisementSnapshot, error)
+	HeartbeatFn     func(ctx context.Context, cn string, req api.HeartbeatRequest) (api.HeartbeatResponse, error)
+	NodeGroupsFn    func(ctx context.Context, cn string, all bool) (api.NodeGroupListResponse, error)
+	ReserveFn       func(ctx context.Context, cn, id string, req api.ReservationRequest) (api.ReservationResponse, bool, error)
+	ReservationFn   func(ctx context.Context, cn, id string) (api.ReservationResponse, error)
+	ReleaseFn       func(ctx context.Context, cn, id string, chunks int) (api.ReleaseResponse, error)
+	InstructionsFn  func(ctx context.Context, cn string, wait time.Duration) ([]api.InstructionView, error)
+	PostResultFn    func(ctx context.Context, cn, id string, req api.InstructionResultRequest) error
+	OverviewFn      func(ctx context.Context) (api.Overview, error)
+}
+
+var _ Broker = (*fakeBroker)(nil)
+
+func (f *fakeBroker) Advertise(ctx context.Context, cn string, req api.AdvertisementRequest) (api.AdvertisementResponse, error) {
+	if f.AdvertiseFn == nil {
+		return api.AdvertisementResponse{Accepted: true}, nil
+	}
+	return f.AdvertiseFn(ctx, cn, req)
+}
+
+func (f *fakeBroker) Advertisement(ctx context.Context, id string) (api.AdvertisementSnapshot, error) {
+	if f.AdvertisementFn == nil {
+		return api.AdvertisementSnapshot{ClusterID: id}, nil
+	}
+	return f.AdvertisementFn(ctx, id)
+}
+
+func (f *fakeBroker) Heartbeat(ctx context.Context, cn string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	if f.HeartbeatFn == nil {
+		return api.HeartbeatResponse{}, nil
+	}
+	return f.HeartbeatFn(ctx, cn, req)
+}
+
+func (f *fakeBroker) NodeGroups(ctx context.Context, cn string, all bool) (api.NodeGroupListResponse, error) {
+	if f.NodeGroupsFn == nil {
+		return api.NodeGroupListResponse{}, nil
+	}
+	return f.NodeGroupsFn(ctx, cn, all)
+}
+
+func (f *fakeBroker) Reserve(ctx context.Context, cn, id string, req api.ReservationRequest) (api.ReservationResponse, bool, error) {
+	if f.ReserveFn == nil {
+		return api.ReservationResponse{ReservationID: id, Status: api.PhasePending, ChunkCount: 1}, true, nil
+	}
+	return f.ReserveFn(ctx, cn, id, req)
+}
+
+func (f *fakeBroker) Reservation(ctx context.Context, cn, id string) (api.ReservationResponse, error) {
+	if f.ReservationFn == nil {
+		return api.ReservationResponse{ReservationID: id}, nil
+	}
+	return f.ReservationFn(ctx, cn, id)
+}
+
+func (f *fakeBroker) Release(ctx context.Context, cn, id string, chunks int) (api.ReleaseResponse, error) {
+	if f.ReleaseFn == nil {
+		return api.ReleaseResponse{ReservationID: id, Status: api.PhaseUnpeering}, nil
+	}
+	return f.ReleaseFn(ctx, cn, id, chunks)
+}
+
+func (f *fakeBroker) Instructions(ctx context.Context, cn string, wait time.Duration) ([]api.InstructionView, error) {
+	if f.InstructionsFn == nil {
+		return nil, nil
+	}
+	return f.InstructionsFn(ctx, cn, wait)
+}
+
+func (f *fakeBroker) PostResult(ctx context.Context, cn, id string, req api.InstructionResultRequest) error {
+	if f.PostResultFn == nil {
+		return nil
+	}
+	return f.PostResultFn(ctx, cn, id, req)
+}
+
+func (f *fakeBroker) Overview(ctx context.Context) (api.Overview, error) {
+	if f.OverviewFn == nil {
+		return api.Overview{}, nil
+	}
+	return f.OverviewFn(ctx)
+}

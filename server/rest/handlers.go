@@ -1,0 +1,176 @@
+package rest
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+func (s *server) healthz(c *fiber.Ctx) error {
+	return writeJSON(c, http.StatusOK, api.HealthResponse{Status: "ok"})
+}
+
+// POST /api/v1/advertisements: validation (400) before the CN check (403).
+func (s *server) advertise(c *fiber.Ctx) error {
+	req, err := decodeAdvertisement(c.Body())
+	if err != nil {
+		return err
+	}
+	id := caller(c)
+	if req.ClusterID != id.cn {
+		return api.Errorf(api.CodeForbidden, "clusterId %q does not match the client certificate (%q)", req.ClusterID, id.cn)
+	}
+	resp, err := s.broker.Advertise(s.baseCtx(), id.cn, req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// GET /api/v1/advertisements/{clusterId}: a provider reads its own view.
+func (s *server) getAdvertisement(c *fiber.Ctx) error {
+	clusterID := c.Params("clusterId")
+	if clusterID == "" {
+		return invalid("cluster id is required in the path")
+	}
+	id := caller(c)
+	if clusterID != id.cn {
+		return api.Errorf(api.CodeForbidden, "cluster %q may only read its own advertisement, not %q", id.cn, clusterID)
+	}
+	resp, err := s.broker.Advertisement(s.baseCtx(), clusterID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// POST /api/v1/heartbeat: validation (400) before the CN check (403).
+func (s *server) heartbeat(c *fiber.Ctx) error {
+	req, err := decodeHeartbeat(c.Body())
+	if err != nil {
+		return err
+	}
+	id := caller(c)
+	if req.ClusterID != id.cn {
+		return api.Errorf(api.CodeForbidden, "clusterId %q does not match the client certificate (%q)", req.ClusterID, id.cn)
+	}
+	resp, err := s.broker.Heartbeat(s.baseCtx(), id.cn, req)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// GET /api/v1/nodegroups[?all=true].
+func (s *server) nodeGroups(c *fiber.Ctx) error {
+	all, err := parseAll(c.Query("all"))
+	if err != nil {
+		return err
+	}
+	resp, err := s.broker.NodeGroups(s.baseCtx(), caller(c).cn, all)
+	if err != nil {
+		return err
+	}
+	if resp.NodeGroups == nil {
+		resp.NodeGroups = []api.NodeGroupView{}
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// POST /api/v1/reservations: X-Reservation-Id is validated before anything
+// else; the domain looks a replay up before any capacity check.
+func (s *server) reserve(c *fiber.Ctx) error {
+	resID, err := reservationID(c.Get(api.HeaderReservationID), s.newID)
+	if err != nil {
+		return err
+	}
+	req, err := decodeReservation(c.Body())
+	if err != nil {
+		return err
+	}
+	resp, created, err := s.broker.Reserve(s.baseCtx(), caller(c).cn, resID, req)
+	if err != nil {
+		return err
+	}
+	c.Set(api.HeaderReservationID, resID)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return writeJSON(c, status, resp)
+}
+
+// GET /api/v1/reservations/{id}: consumer or provider of the reservation.
+func (s *server) getReservation(c *fiber.Ctx) error {
+	resID := c.Params("id")
+	if resID == "" {
+		return invalid("reservation id is required in the path")
+	}
+	resp, err := s.broker.Reservation(s.baseCtx(), caller(c).cn, resID)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
+// DELETE /api/v1/reservations/{id}[?chunks=N]: 202 Accepted.
+func (s *server) release(c *fiber.Ctx) error {
+	resID := c.Params("id")
+	if resID == "" {
+		return invalid("reservation id is required in the path")
+	}
+	chunks, err := parseChunks(c.Query("chunks"))
+	if err != nil {
+		return err
+	}
+	resp, err := s.broker.Release(s.baseCtx(), caller(c).cn, resID, chunks)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusAccepted, resp)
+}
+
+// GET /api/v1/instructions[?wait=D]: without wait exactly v1; with wait a
+// long-poll that returns as soon as an instruction exists.
+func (s *server) instructions(c *fiber.Ctx) error {
+	wait, err := parseWait(c.Query("wait"))
+	if err != nil {
+		return err
+	}
+	ctx := s.baseCtx()
+	if wait > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, wait)
+		defer cancel()
+		s.metrics.waiters.Inc()
+		defer s.metrics.waiters.Dec()
+	}
+	list, err := s.broker.Instructions(ctx, caller(c).cn, wait)
+	if err != nil && !(wait > 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))) {
+		return err
+	}
+	if list == nil {
+		list = []api.InstructionView{}
+	}
+	return writeJSON(c, http.StatusOK, api.InstructionListResponse{Instructions: list})
+}
+
+// POST /api/v1/instructions/{id}/result.
+func (s *server) postResult(c *fiber.Ctx) error {
+	insID := c.Params("id")
+	if insID == "" {
+		return invalid("instruction id is required in the path")
+	}
+	req, err := decodeResult(c.Body())
+	if err != nil {
+		return err
+	}
+	if err := s.broker.PostResult(s.baseCtx(), caller(c).cn, insID, req); err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, api.InstructionResultResponse{Accepted: true})
+}

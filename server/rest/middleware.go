@@ -1,0 +1,308 @@
+package rest
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
+)
+
+// Locals keys.
+const (
+	localRequestID = "fa.requestId"
+	localLogger    = "fa.logger"
+	localIdentity  = "fa.identity"
+)
+
+// maxRequestIDLen bounds an incoming X-Request-Id; a longer or non-printable
+// value is replaced by a generated one.
+const maxRequestIDLen = 128
+
+// identity is the authenticated caller.
+type identity struct {
+	cn string
+	// role is empty for a legacy (role-less) certificate accepted with
+	// AllowLegacyCerts: it may act as both roles.
+	role api.Role
+}
+
+func (id identity) may(r api.Role) bool { return id.role == "" || id.role == r }
+
+type server struct {
+	broker      Broker
+	log         *slog.Logger
+	allowLegacy bool
+	roleOf      func(*x509.Certificate) (api.Role, bool)
+	limiter     *limiter
+	bodyLimit   int
+	metrics     *metrics
+	now         func() time.Time
+	baseCtx     func() context.Context
+	newID       func() string
+	peer        func(*fiber.Ctx) (*x509.Certificate, bool)
+	routes      routeTable
+}
+
+func newServer(cfg Config) *server {
+	if cfg.Broker == nil {
+		panic("rest: Config.Broker is required")
+	}
+	s := &server{
+		broker:      cfg.Broker,
+		log:         cfg.Logger,
+		allowLegacy: cfg.AllowLegacyCerts,
+		roleOf:      cfg.RoleOf,
+		bodyLimit:   cfg.BodyLimit,
+		now:         cfg.Now,
+		baseCtx:     cfg.BaseContext,
+		newID:       cfg.NewID,
+		peer:        cfg.peer,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if s.roleOf == nil {
+		s.roleOf = pki.RoleOf
+	}
+	if s.bodyLimit <= 0 {
+		s.bodyLimit = DefaultBodyLimit
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.baseCtx == nil {
+		s.baseCtx = context.Background
+	}
+	if s.newID == nil {
+		s.newID = func() string { return uuid.NewString() }
+	}
+	if s.peer == nil {
+		s.peer = tlsPeer
+	}
+	burst, rps := cfg.RateLimitBurst, cfg.RateLimitRPS
+	if burst <= 0 {
+		burst = DefaultRateLimitBurst
+	}
+	if rps <= 0 {
+		rps = DefaultRateLimitRPS
+	}
+	s.limiter = newLimiter(rps, burst)
+	s.metrics = newMetrics(cfg.Metrics)
+	return s
+}
+
+// tlsPeer returns the leaf of the first verified chain of the connection.
+func tlsPeer(c *fiber.Ctx) (*x509.Certificate, bool) {
+	st := c.Context().TLSConnectionState()
+	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+		return nil, false
+	}
+	return st.VerifiedChains[0][0], true
+}
+
+func jsonMarshal(v any) ([]byte, error)   { return json.Marshal(v) }
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// writeJSON answers status with v as JSON.
+func writeJSON(c *fiber.Ctx, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode response: %w", err)
+	}
+	c.Set(fiber.HeaderContentType, "application/json; charset=utf-8")
+	return c.Status(status).Send(b)
+}
+
+// handleError is the one place where an error becomes an ErrorResponse:
+// *api.Error keeps its code, Fiber's own errors (unrouted, body too large,
+// malformed request) get the matching code, anything else is an internal
+// error, logged with the request id and answered without its text.
+func (s *server) handleError(c *fiber.Ctx, err error) error {
+	resp := api.ErrorResponse{RequestID: s.ensureRequestID(c)}
+	status := 0
+	var ae *api.Error
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &ae):
+		resp.Code, resp.Message, resp.Details = ae.Code, ae.Message, ae.Details
+	case errors.As(err, &fe):
+		resp.Message = fe.Message
+		switch fe.Code {
+		case http.StatusNotFound:
+			resp.Code = api.CodeNotFound
+		case http.StatusMethodNotAllowed:
+			resp.Code = api.CodeMethodNotAllowed
+		case http.StatusRequestEntityTooLarge:
+			resp.Code = api.CodePayloadTooLarge
+			resp.Message = fmt.Sprintf("request body exceeds %d bytes", s.bodyLimit)
+		default:
+			// Malformed requests rejected by the transport (header too
+			// large, read timeout): keep their status.
+			status = fe.Code
+			resp.Code = api.CodeInvalidRequest
+			if fe.Code >= 500 {
+				resp.Code = api.CodeInternalError
+			}
+		}
+	default:
+		resp.Code, resp.Message = api.CodeInternalError, "internal error"
+	}
+	if status == 0 {
+		status = api.Status(resp.Code)
+	}
+	if resp.Code == api.CodeInternalError {
+		s.logger(c).Error("Internal error", "method", c.Method(), "path", c.Path(), "err", err)
+	}
+	return writeJSON(c, status, resp)
+}
+
+// recoverPanics turns a panic in any later handler into 500 InternalError.
+func (s *server) recoverPanics(c *fiber.Ctx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logger(c).Error("Panic while serving a request", "panic", r, "stack", string(debug.Stack()))
+			err = s.handleError(c, fmt.Errorf("panic: %v", r))
+		}
+	}()
+	return c.Next()
+}
+
+// requestID echoes X-Request-Id (or a fresh UUID v4), stores it for error
+// bodies and sets the extension headers on every response.
+func (s *server) requestID(c *fiber.Ctx) error {
+	id := s.ensureRequestID(c)
+	c.Set(api.HeaderLongPoll, "1")
+	c.Set(api.HeaderBrokerAPI, BrokerAPI)
+	c.Locals(localLogger, s.log.With("requestId", id))
+	return c.Next()
+}
+
+func (s *server) ensureRequestID(c *fiber.Ctx) string {
+	if v, ok := c.Locals(localRequestID).(string); ok {
+		return v
+	}
+	id := c.Get(api.HeaderRequestID)
+	if !validRequestID(id) {
+		id = s.newID()
+	}
+	c.Locals(localRequestID, id)
+	c.Set(api.HeaderRequestID, id)
+	return id
+}
+
+// validRequestID accepts a non-empty, printable ASCII value of bounded size.
+func validRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *server) logger(c *fiber.Ctx) *slog.Logger {
+	if l, ok := c.Locals(localLogger).(*slog.Logger); ok {
+		return l
+	}
+	return s.log
+}
+
+// accessLog logs one line per request and records the request metrics.
+func (s *server) accessLog(c *fiber.Ctx) error {
+	start := s.now()
+	err := c.Next()
+	if err != nil {
+		// Answer now so the status is known to the log and the metrics.
+		if herr := s.handleError(c, err); herr != nil {
+			return herr
+		}
+	}
+	route, _ := s.routes.match(c.Method(), c.Path())
+	status := c.Response().StatusCode()
+	elapsed := s.now().Sub(start)
+	s.metrics.observe(route, c.Method(), status, elapsed)
+	attrs := []any{"method", c.Method(), "route", route, "status", status, "duration", elapsed}
+	if id, ok := c.Locals(localIdentity).(identity); ok {
+		attrs = append(attrs, "clusterId", id.cn)
+	}
+	s.logger(c).Info("Request", attrs...)
+	return nil
+}
+
+// identify authenticates the caller by the CN of its verified client
+// certificate and reads its role.
+func (s *server) identify(c *fiber.Ctx) error {
+	leaf, ok := s.peer(c)
+	if !ok || leaf == nil || leaf.Subject.CommonName == "" {
+		return api.Errorf(api.CodeUnauthenticated, "a verified client certificate with a non-empty common name is required")
+	}
+	id := identity{cn: leaf.Subject.CommonName}
+	role, ok := s.roleOf(leaf)
+	switch {
+	case ok:
+		id.role = role
+	case !s.allowLegacy:
+		return api.Errorf(api.CodeForbidden,
+			"the client certificate of %q carries no role: re-issue it with `federation-autoscaler pki join --cluster-id %s --role provider|consumer`, or start the broker with --allow-legacy-certs",
+			id.cn, id.cn)
+	}
+	c.Locals(localIdentity, id)
+	return c.Next()
+}
+
+func caller(c *fiber.Ctx) identity {
+	id, _ := c.Locals(localIdentity).(identity)
+	return id
+}
+
+// rateLimit applies the caller's token bucket.
+func (s *server) rateLimit(c *fiber.Ctx) error {
+	id := caller(c)
+	ok, wait := s.limiter.allow(id.cn, s.now())
+	if ok {
+		return c.Next()
+	}
+	s.metrics.rateLimited.Inc()
+	secs := int(math.Ceil(wait.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
+	return api.Errorf(api.CodeTooManyRequests, "rate limit exceeded for cluster %q: retry after %ds", id.cn, secs).
+		WithDetails(map[string]any{"clusterId": id.cn})
+}
+
+// limitBody answers 413 for bodies over the limit.
+func (s *server) limitBody(c *fiber.Ctx) error {
+	if n := c.Request().Header.ContentLength(); n > s.bodyLimit || len(c.Body()) > s.bodyLimit {
+		return api.Errorf(api.CodePayloadTooLarge, "request body exceeds %d bytes", s.bodyLimit)
+	}
+	return c.Next()
+}
+
+// unrouted answers every request no route matched: 405 with Allow when the
+// path exists under another method, else 404.
+func (s *server) unrouted(c *fiber.Ctx) error {
+	if _, allow := s.routes.match(c.Method(), c.Path()); len(allow) > 0 {
+		c.Set(fiber.HeaderAllow, joinComma(allow))
+		return api.Errorf(api.CodeMethodNotAllowed, "method %s is not allowed on %s (allowed: %s)", c.Method(), c.Path(), joinComma(allow))
+	}
+	return api.Errorf(api.CodeNotFound, "no route for %s %s", c.Method(), c.Path())
+}

@@ -1,0 +1,117 @@
+package rest
+
+import (
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// Route templates of the API (reference §2.0). They label metrics and logs.
+const (
+	routeHealthz        = "/healthz"
+	routeAdvertisements = "/api/v1/advertisements"
+	routeAdvertisement  = "/api/v1/advertisements/:clusterId"
+	routeHeartbeat      = "/api/v1/heartbeat"
+	routeNodeGroups     = "/api/v1/nodegroups"
+	routeReservations   = "/api/v1/reservations"
+	routeReservation    = "/api/v1/reservations/:id"
+	routeInstructions   = "/api/v1/instructions"
+	routeResult         = "/api/v1/instructions/:id/result"
+	// routeUnmatched labels requests no route matched.
+	routeUnmatched = "unmatched"
+)
+
+// route is one registered method × template.
+type route struct {
+	method   string
+	template string
+	segments []string
+}
+
+// routeTable matches paths to templates for labels, 405 and Allow.
+type routeTable []route
+
+func (t *routeTable) add(method, template string) {
+	*t = append(*t, route{method: method, template: template, segments: splitPath(template)})
+}
+
+// match returns the template registered for method and path (routeUnmatched
+// if none) and, when the path exists only under other methods, those methods.
+func (t routeTable) match(method, path string) (template string, allow []string) {
+	segs := splitPath(path)
+	var other []string
+	for _, r := range t {
+		if !segmentsMatch(r.segments, segs) {
+			continue
+		}
+		if r.method == method || (method == fiber.MethodHead && r.method == fiber.MethodGet) {
+			return r.template, nil
+		}
+		other = append(other, r.method)
+		if r.method == fiber.MethodGet {
+			other = append(other, fiber.MethodHead)
+		}
+	}
+	return routeUnmatched, other
+}
+
+func splitPath(p string) []string {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, "/")
+}
+
+func segmentsMatch(tmpl, segs []string) bool {
+	if len(tmpl) != len(segs) {
+		// An optional trailing parameter may be empty.
+		if len(tmpl) == len(segs)+1 && strings.HasPrefix(tmpl[len(tmpl)-1], ":") {
+			return segmentsMatch(tmpl[:len(tmpl)-1], segs)
+		}
+		return false
+	}
+	for i, s := range tmpl {
+		if !strings.HasPrefix(s, ":") && s != segs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func joinComma(s []string) string { return strings.Join(s, ", ") }
+
+// registerRoutes adds the ten routes of reference §2.0. A route's role is
+// checked before anything else it does.
+func (s *server) registerRoutes(app *fiber.App) {
+	add := func(method, template, fiberPath string, role api.Role, h fiber.Handler) {
+		s.routes.add(method, template)
+		app.Add(method, fiberPath, s.gate(role), h)
+	}
+	add(fiber.MethodGet, routeHealthz, routeHealthz, "", s.healthz)
+	add(fiber.MethodPost, routeAdvertisements, routeAdvertisements, api.RoleProvider, s.advertise)
+	add(fiber.MethodGet, routeAdvertisement, routeAdvertisement+"?", api.RoleProvider, s.getAdvertisement)
+	add(fiber.MethodPost, routeHeartbeat, routeHeartbeat, api.RoleConsumer, s.heartbeat)
+	add(fiber.MethodGet, routeNodeGroups, routeNodeGroups, api.RoleConsumer, s.nodeGroups)
+	add(fiber.MethodPost, routeReservations, routeReservations, api.RoleConsumer, s.reserve)
+	add(fiber.MethodGet, routeReservation, routeReservation+"?", "", s.getReservation)
+	add(fiber.MethodDelete, routeReservation, routeReservation+"?", api.RoleConsumer, s.release)
+	add(fiber.MethodGet, routeInstructions, routeInstructions, "", s.instructions)
+	add(fiber.MethodPost, routeResult, routeResult, "", s.postResult)
+}
+
+// gate answers 403 when the caller's certificate is for the other role.
+// role "" means the route is shared.
+func (s *server) gate(role api.Role) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if role != "" {
+			if id := caller(c); !id.may(role) {
+				return api.Errorf(api.CodeForbidden, "%s %s is a %s route; the client certificate of %q is for a %s",
+					c.Method(), c.Path(), role, id.cn, id.role)
+			}
+		}
+		return c.Next()
+	}
+}
