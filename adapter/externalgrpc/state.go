@@ -1,0 +1,374 @@
+package externalgrpc
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// ReservationPrefix marks the reservations the adapter creates for the
+// Cluster Autoscaler. Virtual nodes of other reservations (manual
+// ResourceRequests use mr-…) are not managed by CA: NodeGroupForNode
+// answers "not ours" for them and they never count in a target size.
+const ReservationPrefix = "res-"
+
+// ProviderID is the providerID the consumer agent gives the virtual node of
+// reservation reservationID on provider providerClusterID. It is the
+// instance id reported to CA for reservations whose node does not exist yet.
+func ProviderID(providerClusterID, reservationID string) string {
+	return "liqo://" + providerClusterID + "/" + reservationID
+}
+
+// parseProviderID splits a liqo://<provider>/<reservation> providerID.
+func parseProviderID(id string) (provider, reservation string, ok bool) {
+	rest, found := strings.CutPrefix(id, "liqo://")
+	if !found {
+		return "", "", false
+	}
+	provider, reservation, ok = strings.Cut(rest, "/")
+	return provider, reservation, ok && provider != "" && reservation != ""
+}
+
+// instanceState is what CA is told about one instance.
+type instanceState int
+
+const (
+	stateCreating instanceState = iota
+	stateRunning
+	stateDeleting
+	stateFailed
+)
+
+// instance is one reservation of the consumer in a node group.
+type instance struct {
+	reservationID string
+	providerID    string
+	names         []string
+	group         *group
+	state         instanceState
+	// peered is false while the reservation has no VirtualNodeState yet.
+	peered      bool
+	message     string
+	since       time.Time
+	allocatable corev1.ResourceList
+}
+
+// group is one node group (provider × chunk type) as CA sees it.
+type group struct {
+	id       string
+	provider string
+	liqoID   string
+	typ      api.ChunkType
+	// view is the agent's row for the group; nil when the group only exists
+	// because the consumer still holds reservations there (the provider left
+	// the view): such a group can shrink but never grow.
+	view      *api.NodeGroupView
+	instances []*instance
+	target    int32
+	max       int32
+
+	templateOnce sync.Once
+	template     []byte
+	templateErr  error
+}
+
+// state is one derived snapshot of the agent's view plus the adapter's
+// own bookkeeping; it is immutable once built.
+type state struct {
+	fetchedAt       time.Time
+	groups          []*group
+	byID            map[string]*group
+	byProviderID    map[string]*instance
+	byName          map[string]*instance
+	byReservationID map[string]*instance
+}
+
+// pendingReservation is a reservation the adapter created whose
+// VirtualNodeState has not appeared yet.
+type pendingReservation struct {
+	groupID   string
+	provider  string
+	liqoID    string
+	typ       api.ChunkType
+	createdAt time.Time
+}
+
+// releasedReservation is a reservation the adapter released (or gave up on);
+// it is reported as Deleting until its virtual node is gone.
+type releasedReservation struct {
+	seq      uint64
+	groupID  string
+	provider string
+	typ      api.ChunkType
+	at       time.Time
+}
+
+// rawSnapshot is what one agent round-trip returns.
+type rawSnapshot struct {
+	view  *api.NodeGroupListResponse
+	nodes []localapi.VirtualNode
+	err   error
+}
+
+// fetchCall is one in-flight agent round-trip shared by concurrent readers.
+type fetchCall struct {
+	done chan struct{}
+	st   *state
+	err  error
+}
+
+// read returns the current state: the cached one when it is younger than
+// the TTL and no mutation happened since, otherwise one fresh agent
+// round-trip shared by all concurrent callers.
+func (s *Server) read(ctx context.Context) (*state, error) {
+	s.mu.Lock()
+	if st := s.cached; st != nil && s.clock.Since(st.fetchedAt) < s.ttl {
+		s.mu.Unlock()
+		return st, nil
+	}
+	call := s.inflight
+	if call == nil {
+		call = &fetchCall{done: make(chan struct{})}
+		s.inflight = call
+		seq := s.seq
+		s.bgWG.Add(1)
+		// The fetch is owned by the server, not by the first caller: a CA
+		// call that gives up must not fail the others waiting on it.
+		go s.fetch(call, seq)
+	}
+	s.mu.Unlock()
+	select {
+	case <-call.done:
+		return call.st, call.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (s *Server) fetch(call *fetchCall, seq uint64) {
+	defer s.bgWG.Done()
+	ctx, cancel := context.WithTimeout(s.bgCtx, s.fetchTimeout)
+	defer cancel()
+	startedAt := s.clock.Now()
+	var raw rawSnapshot
+	var nodesErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		raw.nodes, nodesErr = s.agent.VirtualNodes(ctx)
+	}()
+	raw.view, raw.err = s.agent.NodeGroups(ctx)
+	wg.Wait()
+	if raw.err == nil {
+		raw.err = nodesErr
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if raw.err == nil {
+		call.st = s.deriveLocked(&raw, seq, startedAt)
+		// Cache only answers that no mutation overtook.
+		if seq == s.seq {
+			s.cached = call.st
+		}
+	} else {
+		call.err = raw.err
+	}
+	s.inflight = nil
+	close(call.done)
+}
+
+// invalidateLocked drops the cache after a mutation.
+func (s *Server) invalidateLocked() {
+	s.seq++
+	s.cached = nil
+}
+
+// deriveLocked builds the CA-facing state from one agent snapshot and the
+// adapter's bookkeeping, and forgets bookkeeping the snapshot made
+// redundant. seq is the mutation counter when the fetch started.
+func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time) *state {
+	st := &state{
+		fetchedAt:       fetchedAt,
+		byID:            map[string]*group{},
+		byProviderID:    map[string]*instance{},
+		byName:          map[string]*instance{},
+		byReservationID: map[string]*instance{},
+	}
+	for i := range raw.view.NodeGroups {
+		v := &raw.view.NodeGroups[i]
+		if v.ID == "" {
+			continue
+		}
+		st.byID[v.ID] = &group{id: v.ID, provider: v.ProviderClusterID, liqoID: v.ProviderLiqoClusterID, typ: v.Type, view: v}
+	}
+	// groupFor finds or synthesizes the group of a reservation.
+	groupFor := func(id, provider, liqoID string, t api.ChunkType) *group {
+		if id == "" && provider != "" && t != "" {
+			id = api.NodeGroupID(provider, t)
+		}
+		if id == "" {
+			return nil
+		}
+		if g, ok := st.byID[id]; ok {
+			return g
+		}
+		if p, pt, ok := api.ParseNodeGroupID(id); ok {
+			if provider == "" {
+				provider = p
+			}
+			if t == "" {
+				t = pt
+			}
+		}
+		if provider == "" {
+			return nil
+		}
+		g := &group{id: id, provider: provider, liqoID: liqoID, typ: t}
+		st.byID[id] = g
+		return g
+	}
+	add := func(in *instance) {
+		in.group.instances = append(in.group.instances, in)
+		st.byReservationID[in.reservationID] = in
+		st.byProviderID[in.providerID] = in
+		for _, n := range in.names {
+			if n != "" {
+				st.byName[n] = in
+			}
+		}
+	}
+
+	seen := make(map[string]bool, len(raw.nodes))
+	for i := range raw.nodes {
+		vn := &raw.nodes[i]
+		if !strings.HasPrefix(vn.ReservationID, ReservationPrefix) {
+			continue
+		}
+		seen[vn.ReservationID] = true
+		delete(s.pending, vn.ReservationID) // it has a VirtualNodeState now
+		g := groupFor(vn.NodeGroupID, vn.ProviderClusterID, vn.ProviderLiqoClusterID, "")
+		if g == nil {
+			s.log.Warn("Virtual node without a node group, not reported to the Cluster Autoscaler",
+				"reservation", vn.ReservationID, "name", vn.Name)
+			continue
+		}
+		if g.liqoID == "" {
+			g.liqoID = vn.ProviderLiqoClusterID
+		}
+		in := &instance{
+			reservationID: vn.ReservationID,
+			providerID:    vn.ProviderID,
+			names:         []string{vn.Name, vn.VirtualNodeName},
+			group:         g,
+			peered:        true,
+			message:       vn.Message,
+			allocatable:   vn.Allocatable,
+		}
+		if in.providerID == "" {
+			in.providerID = ProviderID(g.provider, vn.ReservationID)
+		}
+		if vn.LastTransitionTime != nil {
+			in.since = vn.LastTransitionTime.Time
+		}
+		switch vn.Phase {
+		case localapi.PhaseRunning:
+			in.state = stateRunning
+		case localapi.PhaseDeleting:
+			in.state = stateDeleting
+		case localapi.PhaseFailed:
+			in.state = stateFailed
+		default:
+			in.state = stateCreating
+		}
+		if _, ok := s.released[vn.ReservationID]; ok {
+			in.state = stateDeleting
+		}
+		add(in)
+	}
+	for id, p := range s.pending {
+		g := groupFor(p.groupID, p.provider, p.liqoID, p.typ)
+		add(&instance{
+			reservationID: id,
+			providerID:    ProviderID(g.provider, id),
+			group:         g,
+			state:         stateCreating,
+			since:         p.createdAt,
+		})
+	}
+	for id, r := range s.released {
+		if seen[id] {
+			continue
+		}
+		if _, ok := s.pending[id]; ok {
+			continue
+		}
+		if r.seq <= seq {
+			// Released before this fetch started and its virtual node is
+			// gone: nothing left to report.
+			delete(s.released, id)
+			continue
+		}
+		g := groupFor(r.groupID, r.provider, "", r.typ)
+		add(&instance{
+			reservationID: id,
+			providerID:    ProviderID(g.provider, id),
+			group:         g,
+			state:         stateDeleting,
+			since:         r.at,
+		})
+	}
+
+	for _, g := range st.byID {
+		sort.Slice(g.instances, func(i, j int) bool { return g.instances[i].providerID < g.instances[j].providerID })
+		for _, in := range g.instances {
+			if in.state != stateDeleting {
+				g.target++
+			}
+		}
+		g.max = g.target
+		if g.view != nil {
+			// Head-room as the broker computes it, whatever it counts in
+			// currentReserved (the reference: every consumer; ours: this one).
+			if h := g.view.MaxSize - g.view.CurrentReserved; h > 0 {
+				g.max += h
+			}
+		}
+		st.groups = append(st.groups, g)
+	}
+	sort.Slice(st.groups, func(i, j int) bool { return st.groups[i].id < st.groups[j].id })
+	return st
+}
+
+// resolve finds the instance a CA node stands for: by providerID first
+// (this includes the fake nodes CA builds for unregistered instances, whose
+// name and providerID are the instance id), then by name.
+func (st *state) resolve(providerID, name string) *instance {
+	if providerID != "" {
+		if in, ok := st.byProviderID[providerID]; ok {
+			return in
+		}
+		if _, res, ok := parseProviderID(providerID); ok {
+			if in, ok := st.byReservationID[res]; ok {
+				return in
+			}
+		}
+	}
+	if name != "" {
+		if in, ok := st.byName[name]; ok {
+			return in
+		}
+		if in, ok := st.byProviderID[name]; ok {
+			return in
+		}
+	}
+	return nil
+}
