@@ -1,0 +1,125 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+type overviewFunc func(context.Context) (api.Overview, error)
+
+func (f overviewFunc) Overview(ctx context.Context) (api.Overview, error) { return f(ctx) }
+
+func get(t *testing.T, app *fiber.App, path string, header ...string) (int, map[string][]string, string) {
+	t.Helper()
+	req := httptest.NewRequest("GET", path, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := app.Test(req, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func TestEndpoints(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "broker_test_total", Help: "t"})
+	reg.MustRegister(c)
+	c.Inc()
+	ready := &Readiness{}
+	app := New(Config{
+		Overview: overviewFunc(func(context.Context) (api.Overview, error) {
+			return api.Overview{Capacity: api.CapacitySummary{TotalChunks: 7}}, nil
+		}),
+		Gatherer:  reg,
+		Readiness: ready,
+	})
+	if s, _, _ := get(t, app, "/healthz"); s != 200 {
+		t.Errorf("healthz %d", s)
+	}
+	s, _, body := get(t, app, "/readyz")
+	if s != 503 || !strings.Contains(body, `"store":"not loaded"`) {
+		t.Errorf("readyz before load: %d %s", s, body)
+	}
+	ready.SetStoreLoaded(true)
+	if s, _, body := get(t, app, "/readyz"); s != 503 || !strings.Contains(body, `"api":"not serving"`) {
+		t.Errorf("readyz before serving: %d %s", s, body)
+	}
+	ready.SetAPIServing(true)
+	if s, _, body := get(t, app, "/readyz"); s != 200 || !strings.Contains(body, `"status":"ready"`) {
+		t.Errorf("readyz: %d %s", s, body)
+	}
+	if s, _, body := get(t, app, "/metrics"); s != 200 || !strings.Contains(body, "broker_test_total 1") {
+		t.Errorf("metrics: %d %s", s, body)
+	}
+	s, h, body := get(t, app, "/api/v1/overview")
+	var ov api.Overview
+	if s != 200 || json.Unmarshal([]byte(body), &ov) != nil || ov.Capacity.TotalChunks != 7 {
+		t.Errorf("overview: %d %s", s, body)
+	}
+	if h["Cache-Control"][0] != "no-store" {
+		t.Errorf("Cache-Control %v", h["Cache-Control"])
+	}
+	if s, _, body := get(t, app, "/"); s != 200 || !strings.Contains(body, "<h1>") {
+		t.Errorf("placeholder: %d %s", s, body)
+	}
+	if s, _, body := get(t, app, "/nope"); s != 404 || !strings.Contains(body, `"code":"NotFound"`) {
+		t.Errorf("unknown: %d %s", s, body)
+	}
+}
+
+func TestTokenGuardAndMounts(t *testing.T) {
+	app := New(Config{
+		Overview:  overviewFunc(func(context.Context) (api.Overview, error) { return api.Overview{}, nil }),
+		Readiness: &Readiness{},
+		Token:     "s3cret",
+		Mounts: []Mount{func(app *fiber.App) {
+			app.Get("/", func(c *fiber.Ctx) error { return c.SendString("dashboard") })
+		}},
+	})
+	for _, tc := range []struct {
+		path   string
+		header []string
+		want   int
+	}{
+		{"/healthz", nil, 200},
+		{"/readyz", nil, 503},
+		{"/metrics", nil, 200},
+		{"/api/v1/overview", nil, 401},
+		{"/api/v1/overview", []string{"Authorization", "Bearer wrong"}, 401},
+		{"/api/v1/overview", []string{"Authorization", "Bearer s3cret"}, 200},
+		{"/api/v1/overview?token=s3cret", nil, 200},
+		{"/", nil, 401},
+		{"/?token=s3cret", nil, 200},
+	} {
+		if s, _, body := get(t, app, tc.path, tc.header...); s != tc.want {
+			t.Errorf("GET %s %v: %d %s, want %d", tc.path, tc.header, s, body, tc.want)
+		}
+	}
+	if _, _, body := get(t, app, "/?token=s3cret"); body != "dashboard" {
+		t.Errorf("mounted page not served: %q", body)
+	}
+}
+
+func TestOverviewErrorIsInternal(t *testing.T) {
+	app := New(Config{
+		Overview:  overviewFunc(func(context.Context) (api.Overview, error) { return api.Overview{}, errors.New("boom") }),
+		Readiness: &Readiness{},
+	})
+	if s, _, body := get(t, app, "/api/v1/overview"); s != 500 || strings.Contains(body, "boom") {
+		t.Errorf("overview error: %d %s", s, body)
+	}
+}
