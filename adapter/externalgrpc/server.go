@@ -778,3 +778,20 @@ func agentCode(err error) codes.Code {
 		return codes.Internal
 	}
 }
+
+// LogCalls is a unary interceptor that logs every call at debug level and
+// failed calls with a server-side cause (Internal, Unknown, Unavailable)
+// at warn level, once, at the edge.
+func (s *Server) LogCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := s.clock.Now()
+	resp, err := handler(ctx, req)
+	code := status.Code(err)
+	attrs := []any{"method", info.FullMethod, "code", code.String(), "duration", s.clock.Since(start)}
+	switch code {
+	case codes.Internal, codes.Unknown, codes.Unavailable, codes.DeadlineExceeded:
+		s.log.Warn("gRPC call failed", append(attrs, "err", err)...)
+	default:
+		s.log.Debug("gRPC call", attrs...)
+	}
+	return resp, err
+}
