@@ -1,0 +1,293 @@
+package uitest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/playwright-community/playwright-go"
+)
+
+// DefaultDriverDir is where .ci/run installs the playwright driver (npm
+// playwright-core 1.52.0 next to a node symlink).
+const DefaultDriverDir = "/var/cache/federation-autoscaler/playwright-driver-1.52.0"
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// browser starts playwright and Debian's Chromium. Missing tools skip the
+// test on a developer machine and fail it under CI (.ci/run installs them).
+func browser(t *testing.T) playwright.Browser {
+	t.Helper()
+	chromium := envOr("FA_CHROMIUM", "/usr/bin/chromium")
+	driver := envOr("PLAYWRIGHT_DRIVER_PATH", DefaultDriverDir)
+	var missing []string
+	if _, err := os.Stat(chromium); err != nil {
+		missing = append(missing, "Chromium at "+chromium+" (apt-get install chromium)")
+	}
+	if _, err := os.Stat(filepath.Join(driver, "package", "cli.js")); err != nil {
+		missing = append(missing, "the playwright driver at "+driver+" (npm playwright-core@1.52.0; see .ci/run)")
+	}
+	if _, err := os.Stat(filepath.Join(driver, "node")); err != nil {
+		missing = append(missing, "the node symlink at "+filepath.Join(driver, "node"))
+	}
+	if len(missing) > 0 {
+		msg := "browser tests need " + strings.Join(missing, " and ")
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg + "; CI is set, so this is a failure: .ci/run must install them")
+		}
+		t.Skip(msg + "; skipping because CI is unset")
+	}
+	opts := &playwright.RunOptions{DriverDirectory: driver, SkipInstallBrowsers: true, Verbose: false}
+	if err := playwright.Install(opts); err != nil {
+		t.Fatalf("playwright driver at %s unusable: %v", driver, err)
+	}
+	pw, err := playwright.Run(opts)
+	if err != nil {
+		t.Fatalf("start playwright: %v", err)
+	}
+	t.Cleanup(func() { _ = pw.Stop() })
+	env := map[string]string{}
+	for _, kv := range os.Environ() {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	env["HOME"] = t.TempDir()
+	b, err := pw.Chromium.Launch(playwright.BrowserTypeLaunchOptions{
+		ExecutablePath: playwright.String(chromium),
+		Headless:       playwright.Bool(true),
+		Args: []string{"--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+			"--disable-sync", "--no-first-run", "--disable-dev-shm-usage"},
+		Env: env,
+	})
+	if err != nil {
+		t.Fatalf("launch %s: %v", chromium, err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+func target(t *testing.T) *Target {
+	t.Helper()
+	tg, err := TargetFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg != nil {
+		return tg
+	}
+	f, err := StartFake(context.Background(), t.TempDir(), 250*time.Millisecond)
+	if err != nil {
+		t.Fatalf("start fake federation: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := f.Stop(); err != nil {
+			t.Errorf("fake federation: %v", err)
+		}
+	})
+	return &f.Target
+}
+
+type ui struct {
+	t      *testing.T
+	expect playwright.PlaywrightAssertions
+	shots  string
+}
+
+func (u *ui) ok(err error, what string) {
+	u.t.Helper()
+	if err != nil {
+		u.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (u *ui) screenshot(p playwright.Page, name string) {
+	u.t.Helper()
+	if u.shots == "-" {
+		return
+	}
+	_, err := p.Screenshot(playwright.PageScreenshotOptions{Path: playwright.String(filepath.Join(u.shots, name)), FullPage: playwright.Bool(true)})
+	u.ok(err, "screenshot "+name)
+}
+
+func newPage(u *ui, b playwright.Browser) playwright.Page {
+	u.t.Helper()
+	ctx, err := b.NewContext(playwright.BrowserNewContextOptions{
+		Viewport: &playwright.Size{Width: 1366, Height: 900},
+	})
+	u.ok(err, "new browser context")
+	u.t.Cleanup(func() { _ = ctx.Close() })
+	p, err := ctx.NewPage()
+	u.ok(err, "new page")
+	return p
+}
+
+func login(u *ui, p playwright.Page, c Console) {
+	u.t.Helper()
+	_, err := p.Goto(c.URL + "/")
+	u.ok(err, "open console")
+	u.ok(p.Locator("#token").Fill(c.Token), "type token")
+	u.ok(p.Locator("button[type=submit]").Click(), "log in")
+	u.ok(u.expect.Locator(p.Locator("[data-testid=conn-state]")).ToHaveAttribute("data-state", "live"), "console live after login")
+}
+
+// TestBrowser walks the operator's path: watch the dashboard, change a
+// provider's price, pick a policy and switch the workload on, and checks
+// the refusals and the websocket's recovery.
+func TestBrowser(t *testing.T) {
+	b := browser(t)
+	tg := target(t)
+	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(5000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", filepath.Join("..", "docs", "screenshots"))}
+	if u.shots != "-" {
+		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")
+	}
+	dash := newPage(u, b)
+	var cheap string
+
+	t.Run("dashboard shows the providers and the consumer", func(t *testing.T) {
+		start := time.Now()
+		_, err := dash.Goto(tg.DashboardURL + "/")
+		u.ok(err, "open dashboard")
+		u.ok(u.expect.Locator(dash.Locator("[data-testid=conn-state]")).ToHaveAttribute("data-state", "live"), "dashboard live")
+		for id := range tg.Providers {
+			u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=providers] tr[data-provider=%q]", id))).ToBeVisible(), "provider row "+id)
+		}
+		u.ok(u.expect.Locator(dash.Locator("[data-testid=consumers] tbody tr[data-consumer]")).ToHaveCount(1), "one consumer row")
+		t.Logf("dashboard live in %v", time.Since(start))
+		_, err = dash.Evaluate("() => { window.__noReload = 'still-here'; }")
+		u.ok(err, "mark page")
+		u.screenshot(dash, "dashboard.png")
+	})
+
+	t.Run("provider price change reaches the dashboard within 2s", func(t *testing.T) {
+		id := firstProvider(tg)
+		p := newPage(u, b)
+		_, err := p.Goto(tg.Providers[id].URL + "/")
+		u.ok(err, "open provider console")
+		u.ok(u.expect.Locator(p.Locator("#token")).ToBeVisible(), "login page shown")
+		u.screenshot(p, "login.png")
+		login(u, p, tg.Providers[id])
+		u.screenshot(p, "provider-console.png")
+
+		u.ok(p.Locator("#price_cpu").Fill("0.05"), "type cpu price")
+		u.ok(p.Locator("#price_memory").Fill("0.004"), "type memory price")
+		start := time.Now()
+		u.ok(p.Locator("[data-testid=apply]").Click(), "apply")
+		u.ok(u.expect.Locator(p.Locator("[data-testid=flash]")).ToContainText("Applied"), "applied message")
+		// 0.05 × 2 cores + 0.004 × 4 GiB per chunk.
+		fast := playwright.NewPlaywrightAssertions(2000)
+		u.ok(fast.Locator(dash.Locator("[data-testid=price-"+id+"]")).ToHaveText("0.1160"), "dashboard shows the new price within 2s")
+		t.Logf("price visible on the dashboard %v after Apply", time.Since(start))
+		v, err := dash.Evaluate("() => window.__noReload")
+		u.ok(err, "read mark")
+		if v != "still-here" {
+			t.Fatalf("the dashboard reloaded (marker %v); it must update in place", v)
+		}
+
+		u.ok(p.Locator("#price_cpu").Fill("cheap"), "type a bad price")
+		_, err = p.Locator("#cap_mode_cpu").SelectOption(playwright.SelectOptionValues{Values: &[]string{"percent"}})
+		u.ok(err, "percent cap")
+		u.ok(p.Locator("#cap_value_cpu").Fill("150"), "bad percentage")
+		u.ok(p.Locator("[data-testid=apply]").Click(), "apply invalid")
+		u.ok(u.expect.Locator(p.Locator("[data-testid=err-price_cpu]")).ToContainText("is not a number"), "price error shown")
+		u.ok(u.expect.Locator(p.Locator("[data-testid=err-cap_value_cpu]")).ToContainText("1 to 100"), "cap error shown")
+		u.ok(u.expect.Locator(p.Locator("#price_cpu")).ToHaveValue("cheap"), "input kept")
+		u.screenshot(p, "provider-validation.png")
+	})
+
+	consumer := newPage(u, b)
+	t.Run("consumer Price policy and workload get a Running virtual node", func(t *testing.T) {
+		login(u, consumer, tg.Consumer)
+		u.ok(consumer.Locator("[data-testid=policy-Price]").Check(), "pick Price")
+		u.ok(consumer.Locator("[data-testid=apply-policy]").Click(), "apply policy")
+		u.ok(u.expect.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("Policy applied"), "policy applied")
+		u.ok(u.expect.Locator(dash.Locator("[data-testid=consumers] tbody tr td:nth-child(3)")).ToHaveText("Price"), "dashboard shows the policy")
+		u.ok(consumer.Locator("[data-testid=workload-enabled]").Check(), "workload on")
+		start := time.Now()
+		u.ok(consumer.Locator("[data-testid=apply-workload]").Click(), "apply workload")
+		row := consumer.Locator("[data-testid=consumer-reservations] tbody tr[data-reservation]").First()
+		u.ok(u.expect.Locator(row).ToBeVisible(), "reservation row")
+		id, err := row.GetAttribute("data-reservation")
+		u.ok(err, "reservation id")
+		prov, err := row.Locator("td:nth-child(2)").TextContent()
+		u.ok(err, "reservation provider")
+		cheap = strings.TrimSpace(prov)
+		if tg.CheapestProvider != "" && cheap != tg.CheapestProvider {
+			t.Fatalf("the Price policy reserved on %s, want the cheapest provider %s", cheap, tg.CheapestProvider)
+		}
+		u.ok(u.expect.Locator(consumer.Locator("[data-testid=nodes] tbody tr[data-node] .badge").First()).ToHaveText("Running"), "virtual node Running (pushed)")
+		t.Logf("virtual node Running %v after the workload switch", time.Since(start))
+		dashRow := dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q]", id))
+		u.ok(u.expect.Locator(dashRow.Locator(".timeline li")).ToContainText([]string{"Pending", "Peered"}), "dashboard timeline")
+		u.ok(u.expect.Locator(dashRow.Locator(".timeline li.cur")).ToContainText("Peered"), "timeline ends Peered")
+		u.screenshot(consumer, "consumer-console.png")
+		u.screenshot(dash, "dashboard-reservation.png")
+	})
+
+	t.Run("writes without CSRF and wrong login tokens are refused", func(t *testing.T) {
+		_, err := consumer.Evaluate(`() => document.querySelectorAll('input[name="_csrf"]').forEach(i => i.remove())`)
+		u.ok(err, "strip csrf fields")
+		resp, err := consumer.ExpectNavigation(func() error {
+			return consumer.Locator("[data-testid=apply-policy]").Click()
+		})
+		u.ok(err, "submit without csrf")
+		if resp == nil || resp.Status() != 403 {
+			t.Fatalf("write without CSRF: want 403, got %v", resp)
+		}
+		u.ok(u.expect.Locator(consumer.Locator("[data-testid=problem]")).ToContainText("security token (CSRF) is missing"), "CSRF refusal explained")
+		u.screenshot(consumer, "csrf-refused.png")
+
+		p := newPage(u, b)
+		_, err = p.Goto(tg.Consumer.URL + "/login")
+		u.ok(err, "open login")
+		u.ok(p.Locator("#token").Fill("definitely-not-the-token"), "type wrong token")
+		u.ok(p.Locator("button[type=submit]").Click(), "submit")
+		u.ok(u.expect.Locator(p.Locator("[data-testid=login-error]")).ToContainText("token is not correct"), "wrong token explained")
+		u.screenshot(p, "login-refused.png")
+	})
+
+	t.Run("websocket dropped server side: reconnecting, then live again", func(t *testing.T) {
+		if tg.DropDashboardSockets == nil {
+			t.Skip("the target cannot drop websockets from the server side")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		state := dash.Locator("[data-testid=conn-state]")
+		tg.DropDashboardSockets(ctx)
+		start := time.Now()
+		u.ok(u.expect.Locator(state).ToHaveText(regexp.MustCompile("reconnecting")), "shows reconnecting")
+		u.ok(u.expect.Locator(state).ToHaveAttribute("data-state", "live"), "live again")
+		t.Logf("reconnected %v after the server dropped the socket", time.Since(start))
+		v, err := dash.Evaluate("() => window.__noReload")
+		u.ok(err, "read mark")
+		if v != "still-here" {
+			t.Fatalf("the dashboard reloaded (marker %v)", v)
+		}
+		// Updates flow again on the new socket.
+		rel := consumer
+		_, err = rel.Goto(tg.Consumer.URL + "/")
+		u.ok(err, "reload consumer console")
+		u.ok(rel.Locator("[data-testid=consumer-reservations] button.danger").First().Click(), "release")
+		u.ok(u.expect.Locator(dash.Locator("[data-testid=reservations] .timeline li.cur").First()).ToContainText("Released"), "release reaches the dashboard")
+	})
+}
+
+func firstProvider(tg *Target) string {
+	best := ""
+	for id := range tg.Providers {
+		if best == "" || id < best {
+			best = id
+		}
+	}
+	return best
+}

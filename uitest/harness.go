@@ -1,0 +1,189 @@
+// Package uitest drives the broker dashboard and the provider and consumer
+// consoles in a real browser (Debian's Chromium through playwright-go).
+//
+// The tests run against a Target: by default an in-process fake federation
+// (StartFake) serving the real web handlers over web/webfake backends; set
+// FA_UITEST_DASHBOARD_URL and friends (see TargetFromEnv) to point them at a
+// running federation instead.
+package uitest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/web"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
+	"github.com/federation-autoscaler/federation-autoscaler/web/webfake"
+)
+
+// Target is what the browser tests drive.
+type Target struct {
+	DashboardURL string
+	// Providers maps a provider cluster id to its console URL and token.
+	Providers map[string]Console
+	Consumer  Console
+	// CheapestProvider is where a Price-policy workload lands.
+	CheapestProvider string
+	// DropDashboardSockets closes every dashboard websocket from the server
+	// side (nil when the target cannot do it; the test then skips that step).
+	DropDashboardSockets func(ctx context.Context)
+}
+
+// Console is one console's address and login token.
+type Console struct {
+	URL   string
+	Token string
+}
+
+// TargetFromEnv reads a real federation's addresses:
+//
+//	FA_UITEST_DASHBOARD_URL   the broker dashboard
+//	FA_UITEST_PROVIDERS       id=url=token,id=url=token,…
+//	FA_UITEST_CONSUMER        url=token
+//	FA_UITEST_CHEAPEST        the provider a Price workload lands on
+//
+// It returns nil when FA_UITEST_DASHBOARD_URL is unset.
+func TargetFromEnv() (*Target, error) {
+	dash := os.Getenv("FA_UITEST_DASHBOARD_URL")
+	if dash == "" {
+		return nil, nil
+	}
+	t := &Target{DashboardURL: dash, Providers: map[string]Console{}, CheapestProvider: os.Getenv("FA_UITEST_CHEAPEST")}
+	for _, item := range strings.Split(os.Getenv("FA_UITEST_PROVIDERS"), ",") {
+		if item == "" {
+			continue
+		}
+		parts := strings.SplitN(item, "=", 3)
+		if len(parts) != 3 {
+			return nil, fmt.Errorf("FA_UITEST_PROVIDERS: %q is not id=url=token", item)
+		}
+		t.Providers[parts[0]] = Console{URL: parts[1], Token: parts[2]}
+	}
+	url, token, ok := strings.Cut(os.Getenv("FA_UITEST_CONSUMER"), "=")
+	if !ok {
+		return nil, errors.New("FA_UITEST_CONSUMER must be url=token")
+	}
+	t.Consumer = Console{URL: url, Token: token}
+	return t, nil
+}
+
+// Fake is an in-process federation serving the real dashboard and consoles.
+type Fake struct {
+	Target
+	Fed       *webfake.Federation
+	Dashboard *web.Dashboard
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	errs      chan error
+}
+
+// StartFake serves the dashboard and one console per provider plus the
+// consumer console on loopback ports. Tokens are generated through
+// auth.OpenTokenStore under dir. Reservations advance one phase every step.
+func StartFake(ctx context.Context, dir string, step time.Duration) (*Fake, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	f := &Fake{Fed: webfake.New(nil), cancel: cancel, errs: make(chan error, 16)}
+	f.Providers = map[string]Console{}
+	f.CheapestProvider = "paris"
+	fail := func(err error) (*Fake, error) { f.Stop(); return nil, err }
+
+	f.wg.Add(1)
+	go func() { defer f.wg.Done(); f.Fed.Run(ctx, step) }()
+
+	d, err := web.NewDashboard(f.Fed, web.DashboardOptions{Refresh: time.Second})
+	if err != nil {
+		return fail(err)
+	}
+	f.Dashboard = d
+	app := web.NewApp()
+	d.Mount(app)
+	url, err := f.serve(ctx, app, d.Run)
+	if err != nil {
+		return fail(err)
+	}
+	f.DashboardURL = url
+	f.DropDashboardSockets = d.DropClients
+
+	for _, id := range f.Fed.ProviderIDs() {
+		ts, token, err := auth.OpenTokenStore(filepath.Join(dir, id+".token"), nil)
+		if err != nil {
+			return fail(err)
+		}
+		pc, err := web.NewProviderConsole(f.Fed.Provider(id), web.ConsoleOptions{Token: ts, Refresh: time.Second})
+		if err != nil {
+			return fail(err)
+		}
+		url, err := f.serve(ctx, pc.App(), pc.Run)
+		if err != nil {
+			return fail(err)
+		}
+		f.Providers[id] = Console{URL: url, Token: token}
+	}
+	ts, token, err := auth.OpenTokenStore(filepath.Join(dir, "consumer.token"), nil)
+	if err != nil {
+		return fail(err)
+	}
+	cc, err := web.NewConsumerConsole(f.Fed.Consumer(), web.ConsoleOptions{Token: ts, Refresh: time.Second})
+	if err != nil {
+		return fail(err)
+	}
+	url, err = f.serve(ctx, cc.App(), cc.Run)
+	if err != nil {
+		return fail(err)
+	}
+	f.Consumer = Console{URL: url, Token: token}
+	return f, nil
+}
+
+type runner func(ctx context.Context) error
+
+func (f *Fake) serve(ctx context.Context, app interface {
+	Listener(net.Listener) error
+	ShutdownWithTimeout(time.Duration) error
+}, run runner) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("listen: %w", err)
+	}
+	f.wg.Add(2)
+	go func() {
+		defer f.wg.Done()
+		if err := run(ctx); err != nil {
+			f.errs <- err
+		}
+	}()
+	go func() {
+		defer f.wg.Done()
+		errc := make(chan error, 1)
+		go func() { errc <- app.Listener(ln) }()
+		select {
+		case err := <-errc:
+			if err != nil {
+				f.errs <- err
+			}
+		case <-ctx.Done():
+			_ = app.ShutdownWithTimeout(2 * time.Second)
+			<-errc
+		}
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// Stop shuts everything down and returns the first background error.
+func (f *Fake) Stop() error {
+	f.cancel()
+	f.wg.Wait()
+	select {
+	case err := <-f.errs:
+		return err
+	default:
+		return nil
+	}
+}

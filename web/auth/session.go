@@ -1,0 +1,209 @@
+package auth
+
+import (
+	"crypto/subtle"
+	"errors"
+	"io"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// CSRFField is the name of the hidden form field carrying the CSRF token.
+const CSRFField = "_csrf"
+
+// Session is one logged-in browser.
+type Session struct {
+	ID      string
+	CSRF    string
+	Expires time.Time
+}
+
+// Options configures an Authenticator.
+type Options struct {
+	// Verifier checks login tokens (required).
+	Verifier Verifier
+	// CookieName defaults to "fa_session".
+	CookieName string
+	// Secure marks the cookie Secure; set it when the listener serves TLS.
+	Secure bool
+	// TTL is a session's lifetime (default 12h).
+	TTL time.Duration
+	// MaxSessions bounds the session table; the oldest is evicted (default 256).
+	MaxSessions int
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Random is the entropy source (default crypto/rand).
+	Random io.Reader
+}
+
+// Authenticator owns the sessions of one console.
+type Authenticator struct {
+	opts     Options
+	mu       sync.Mutex
+	sessions map[string]Session
+}
+
+// ErrBadToken is returned by Login for a wrong token.
+var ErrBadToken = errors.New("the login token is not correct")
+
+// NewAuthenticator validates opts and returns an Authenticator.
+func NewAuthenticator(opts Options) (*Authenticator, error) {
+	if opts.Verifier == nil {
+		return nil, errors.New("auth: a token verifier is required")
+	}
+	if opts.CookieName == "" {
+		opts.CookieName = "fa_session"
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 12 * time.Hour
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = 256
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Authenticator{opts: opts, sessions: make(map[string]Session)}, nil
+}
+
+// Login checks token and, when it is right, starts a session and sets its
+// cookie (HttpOnly, SameSite=Strict, Secure when configured or on TLS).
+func (a *Authenticator) Login(c *fiber.Ctx, token string) (Session, error) {
+	if token == "" || !a.opts.Verifier.Verify(token) {
+		return Session{}, ErrBadToken
+	}
+	id, err := GenerateToken(a.opts.Random)
+	if err != nil {
+		return Session{}, err
+	}
+	csrf, err := GenerateToken(a.opts.Random)
+	if err != nil {
+		return Session{}, err
+	}
+	now := a.opts.Now()
+	s := Session{ID: id, CSRF: csrf, Expires: now.Add(a.opts.TTL)}
+	a.mu.Lock()
+	a.gcLocked(now)
+	if len(a.sessions) >= a.opts.MaxSessions {
+		var oldest string
+		for k, v := range a.sessions {
+			if oldest == "" || v.Expires.Before(a.sessions[oldest].Expires) {
+				oldest = k
+			}
+		}
+		delete(a.sessions, oldest)
+	}
+	a.sessions[id] = s
+	a.mu.Unlock()
+	c.Cookie(&fiber.Cookie{
+		Name:     a.opts.CookieName,
+		Value:    id,
+		Path:     "/",
+		Expires:  s.Expires,
+		HTTPOnly: true,
+		Secure:   a.opts.Secure || c.Protocol() == "https",
+		SameSite: fiber.CookieSameSiteStrictMode,
+	})
+	return s, nil
+}
+
+// Logout ends the request's session and clears the cookie.
+func (a *Authenticator) Logout(c *fiber.Ctx) {
+	if id := c.Cookies(a.opts.CookieName); id != "" {
+		a.mu.Lock()
+		delete(a.sessions, id)
+		a.mu.Unlock()
+	}
+	c.Cookie(&fiber.Cookie{
+		Name: a.opts.CookieName, Value: "", Path: "/", MaxAge: -1,
+		HTTPOnly: true, Secure: a.opts.Secure || c.Protocol() == "https",
+		SameSite: fiber.CookieSameSiteStrictMode,
+	})
+}
+
+// Current returns the request's live session.
+func (a *Authenticator) Current(c *fiber.Ctx) (Session, bool) {
+	id := c.Cookies(a.opts.CookieName)
+	if id == "" {
+		return Session{}, false
+	}
+	now := a.opts.Now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s, ok := a.sessions[id]
+	if !ok {
+		return Session{}, false
+	}
+	if !now.Before(s.Expires) {
+		delete(a.sessions, id)
+		return Session{}, false
+	}
+	return s, true
+}
+
+// Sessions is the number of live sessions.
+func (a *Authenticator) Sessions() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.sessions)
+}
+
+func (a *Authenticator) gcLocked(now time.Time) {
+	for k, v := range a.sessions {
+		if !now.Before(v.Expires) {
+			delete(a.sessions, k)
+		}
+	}
+}
+
+type sessionKey struct{}
+
+// Require lets requests with a live session through (the session is then
+// available through SessionOf). Others get onMissing, typically a redirect
+// to the login page for pages and 401 for the websocket.
+func (a *Authenticator) Require(onMissing fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		s, ok := a.Current(c)
+		if !ok {
+			return onMissing(c)
+		}
+		c.Locals(sessionKey{}, s)
+		return c.Next()
+	}
+}
+
+// SessionOf returns the session Require stored on the request.
+func SessionOf(c *fiber.Ctx) (Session, bool) {
+	s, ok := c.Locals(sessionKey{}).(Session)
+	return s, ok
+}
+
+// ErrCSRF explains a refused write.
+var ErrCSRF = errors.New("the form's security token (CSRF) is missing or does not match your session; reload the page and submit again")
+
+// CheckCSRF compares the form's CSRF field with the session's token, in
+// constant time.
+func CheckCSRF(c *fiber.Ctx, s Session) error {
+	got := c.FormValue(CSRFField)
+	if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.CSRF)) != 1 {
+		return ErrCSRF
+	}
+	return nil
+}
+
+// SafeNext returns next when it is a local absolute path, else "/". It keeps
+// the login redirect from sending the browser to another site.
+func SafeNext(next string) string {
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/"
+	}
+	u, err := url.Parse(next)
+	if err != nil || u.IsAbs() || u.Host != "" {
+		return "/"
+	}
+	return next
+}

@@ -1,0 +1,167 @@
+// Package web serves Federation Autoscaler's browser UIs: the broker's
+// read-only live dashboard and the provider and consumer consoles. Pages are
+// templ components served by Fiber; live state is pushed as re-rendered HTML
+// fragments over a websocket (see web/live). The backends are small
+// interfaces declared here and implemented by the broker and the agents.
+package web
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// OverviewSource feeds the broker dashboard. server/reservations implements
+// it.
+type OverviewSource interface {
+	// Overview returns the federation's current state. It never carries a
+	// credential.
+	Overview(ctx context.Context) (api.Overview, error)
+	// Subscribe returns a coalescing change signal: one value after any
+	// number of changes. The channel closes when ctx is done.
+	Subscribe(ctx context.Context) <-chan struct{}
+}
+
+// SharingConfig is what a provider's owner decides: prices, caps, renewable
+// energy and with whom to share. It maps 1:1 onto the advertisement fields
+// of the same names.
+type SharingConfig struct {
+	// UnitPrices per hour: cpu per core, memory per GiB, nvidia.com/gpu per
+	// GPU. Missing keys are unpriced.
+	UnitPrices corev1.ResourceList
+	// CapacityScalePercent caps a resource to a percentage (1–100) of its
+	// allocatable amount.
+	CapacityScalePercent map[string]int32
+	// CapacityFixed caps a resource to a fixed amount; a resource has at most
+	// one of the two caps.
+	CapacityFixed corev1.ResourceList
+	Renewable     bool
+	Sharing       api.Sharing
+}
+
+// Loan is one reservation a provider currently serves.
+type Loan struct {
+	ReservationID     string
+	ConsumerClusterID string
+	ChunkType         api.ChunkType
+	ChunkCount        int32
+	Phase             api.Phase
+	Since             time.Time
+}
+
+// ProviderStatus is what the provider console shows besides the form.
+type ProviderStatus struct {
+	ClusterID string
+	// Topology is the discovered location (nil when unknown).
+	Topology *api.Topology
+	// CarbonIntensity is the current grid intensity in gCO2eq/kWh (nil when
+	// unknown); CarbonWeighted is the broker's 6-hour weighted score.
+	CarbonIntensity *float64
+	CarbonWeighted  *float64
+	// Resources is the allocatable capacity before caps.
+	Resources corev1.ResourceList
+	// Chunks per type as the broker counted them at the last advertisement.
+	Chunks map[api.ChunkType]api.ChunkCounts
+	Loans  []Loan
+	// LastAdvertised is the last accepted advertisement (zero: none yet).
+	LastAdvertised time.Time
+	// BrokerError is the last error talking to the broker ("" when fine).
+	BrokerError string
+}
+
+// ProviderBackend is the provider agent as its console needs it.
+type ProviderBackend interface {
+	Status(ctx context.Context) (ProviderStatus, error)
+	// SharingConfig returns the configuration in force.
+	SharingConfig(ctx context.Context) (SharingConfig, error)
+	// ApplySharing stores cfg and re-advertises at once. The console has
+	// validated cfg; an error is shown to the operator as is.
+	ApplySharing(ctx context.Context, cfg SharingConfig) error
+	// Subscribe is a coalescing change signal (see OverviewSource).
+	Subscribe(ctx context.Context) <-chan struct{}
+}
+
+// ConsumerReservation is a reservation the consumer holds.
+type ConsumerReservation struct {
+	ID                string
+	ProviderClusterID string
+	ChunkType         api.ChunkType
+	ChunkCount        int32
+	Phase             api.Phase
+	// Manual is true for reservations made from the console (as opposed to
+	// the Cluster Autoscaler).
+	Manual    bool
+	CreatedAt time.Time
+	Message   string
+}
+
+// VirtualNode is a virtual node of the consumer cluster.
+type VirtualNode struct {
+	Name              string
+	ReservationID     string
+	ProviderClusterID string
+	// State is Pending, Running, NotReady or Terminating.
+	State string
+	Since time.Time
+}
+
+// ConsumerStatus is what the consumer console shows besides the forms.
+type ConsumerStatus struct {
+	ClusterID string
+	Region    string
+	City      string
+	// Placement is the configured policy; AppliedPlacement is what the
+	// broker applied (it falls back for unknown policies).
+	Placement        api.Placement
+	AppliedPlacement api.PlacementType
+	ChosenProvider   string
+	// RTTs are measured round-trip times in milliseconds per provider.
+	RTTs          map[string]float64
+	NodeGroups    []api.NodeGroupView
+	Reservations  []ConsumerReservation
+	VirtualNodes  []VirtualNode
+	LastHeartbeat time.Time
+}
+
+// ReservationSpec is a manual reservation request.
+type ReservationSpec struct {
+	ProviderClusterID string
+	ChunkType         api.ChunkType
+	ChunkCount        int32
+}
+
+// ConsumerBackend is the consumer agent as its console needs it.
+type ConsumerBackend interface {
+	Status(ctx context.Context) (ConsumerStatus, error)
+	// SetPolicy changes the placement policy (sent with the next heartbeat,
+	// which the agent sends at once).
+	SetPolicy(ctx context.Context, p api.Placement) error
+	// CreateReservation creates a manual ResourceRequest and returns its id.
+	CreateReservation(ctx context.Context, spec ReservationSpec) (string, error)
+	// ReleaseReservation releases a reservation the consumer holds.
+	ReleaseReservation(ctx context.Context, id string) error
+	Subscribe(ctx context.Context) <-chan struct{}
+}
+
+// Workload is the demo's simulated workload.
+type Workload struct {
+	Enabled   bool
+	Replicas  int32
+	PodCPU    resource.Quantity
+	PodMemory resource.Quantity
+	// Running and Pending count the workload's pods (read-only).
+	Running int32
+	Pending int32
+}
+
+// WorkloadBackend is an optional capability of a ConsumerBackend: only the
+// demo's simulated cluster has a workload switch. The console shows the
+// switch when its backend also implements this interface.
+type WorkloadBackend interface {
+	Workload(ctx context.Context) (Workload, error)
+	SetWorkload(ctx context.Context, w Workload) error
+}

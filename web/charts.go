@@ -1,0 +1,113 @@
+package web
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/web/views"
+)
+
+// palette gives each provider a stable colour (by sorted position).
+var palette = [...]string{"#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#0a7f8a", "#57606a"}
+
+func colorOf(i int) string { return palette[i%len(palette)] }
+
+const (
+	chartW, chartH        = 600, 180
+	plotL, plotR          = 46, 592
+	plotTop, plotBottom   = 10, 160
+	chartMinutesPerXLabel = 15
+	chartValueLabelDigits = 3
+)
+
+type metric func(sample) (float64, bool)
+
+// buildChart renders one metric of every provider over [now-window, now] as
+// polylines in SVG user units.
+func buildChart(id, title, unit string, now time.Time, window time.Duration, ids []string, series map[string][]sample, m metric) views.Chart {
+	c := views.Chart{
+		ID: id, Title: title, Unit: unit, Width: chartW, Height: chartH,
+		PlotLeft: plotL, PlotRight: plotR, PlotTop: plotTop, PlotBottom: plotBottom,
+	}
+	from := now.Add(-window)
+	maxV := 0.0
+	type pt struct {
+		t time.Time
+		v float64
+	}
+	lines := make([][]pt, len(ids))
+	for i, pid := range ids {
+		var pts []pt
+		for _, s := range series[pid] {
+			if v, ok := m(s); ok && !s.at.Before(from) {
+				pts = append(pts, pt{s.at, v})
+			}
+		}
+		if len(pts) > 0 {
+			pts = append(pts, pt{now, pts[len(pts)-1].v}) // hold the last value to "now"
+		}
+		for _, p := range pts {
+			maxV = math.Max(maxV, p.v)
+		}
+		lines[i] = pts
+	}
+	top := niceCeil(maxV)
+	x := func(t time.Time) float64 {
+		return plotL + float64(t.Sub(from))/float64(window)*(plotR-plotL)
+	}
+	y := func(v float64) float64 {
+		return plotBottom - v/top*(plotBottom-plotTop)
+	}
+	for i, pts := range lines {
+		if len(pts) == 0 {
+			continue
+		}
+		var b strings.Builder
+		for j, p := range pts {
+			if j > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(f1(x(p.t)))
+			b.WriteByte(',')
+			b.WriteString(f1(y(p.v)))
+		}
+		last := pts[len(pts)-1]
+		c.Lines = append(c.Lines, views.Polyline{
+			Name: ids[i], Color: colorOf(i), Points: b.String(),
+			LastX: f1(x(last.t)), LastY: f1(y(last.v)),
+		})
+	}
+	c.Empty = len(c.Lines) == 0
+	for _, frac := range []float64{0, 0.5, 1} {
+		v := top * frac
+		c.YTicks = append(c.YTicks, views.Tick{Pos: f1(y(v)), Label: strconv.FormatFloat(v, 'g', chartValueLabelDigits, 64)})
+	}
+	mins := int(window / time.Minute)
+	for m := 0; m <= mins; m += chartMinutesPerXLabel {
+		label := "-" + strconv.Itoa(mins-m) + "m"
+		if m == mins {
+			label = "now"
+		}
+		c.XTicks = append(c.XTicks, views.Tick{Pos: f1(x(from.Add(time.Duration(m) * time.Minute))), Label: label})
+	}
+	return c
+}
+
+// niceCeil rounds v up to 1, 2 or 5 × 10^k (at least 1).
+func niceCeil(v float64) float64 {
+	if v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return 1
+	}
+	exp := math.Floor(math.Log10(v))
+	base := math.Pow(10, exp)
+	for _, m := range []float64{1, 2, 5, 10} {
+		if v <= m*base*(1+1e-9) {
+			return m * base
+		}
+	}
+	return 10 * base
+}
+
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }

@@ -1,0 +1,336 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
+	"github.com/federation-autoscaler/federation-autoscaler/web/webfake"
+)
+
+const testToken = "correct-horse-battery-staple"
+
+// browserSim drives a Fiber app through app.Test, keeping cookies.
+type browserSim struct {
+	t      *testing.T
+	app    *fiber.App
+	cookie string
+}
+
+func (b *browserSim) do(method, path string, form url.Values) (*http.Response, string) {
+	b.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req := httptest.NewRequest(method, path, body)
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if b.cookie != "" {
+		req.Header.Set("Cookie", b.cookie)
+	}
+	resp, err := b.app.Test(req, 5000)
+	if err != nil {
+		b.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.MaxAge < 0 || c.Value == "" {
+			b.cookie = ""
+		} else {
+			b.cookie = c.Name + "=" + c.Value
+		}
+	}
+	out, _ := io.ReadAll(resp.Body)
+	return resp, string(out)
+}
+
+var csrfRE = regexp.MustCompile(`name="csrf-token" content="([^"]+)"`)
+
+func (b *browserSim) login(token string) string {
+	b.t.Helper()
+	resp, _ := b.do(http.MethodPost, "/login", url.Values{"token": {token}, "next": {"/"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		b.t.Fatalf("login: status %d, want 303", resp.StatusCode)
+	}
+	_, page := b.do(http.MethodGet, "/", nil)
+	m := csrfRE.FindStringSubmatch(page)
+	if m == nil {
+		b.t.Fatalf("no CSRF token on the page after login")
+	}
+	return m[1]
+}
+
+func consumerApp(t *testing.T, fed *webfake.Federation) *fiber.App {
+	t.Helper()
+	tok, err := auth.NewStaticToken(testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := web.NewConsumerConsole(fed.Consumer(), web.ConsoleOptions{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cc.App()
+}
+
+func providerApp(t *testing.T, fed *webfake.Federation, id string) *fiber.App {
+	t.Helper()
+	tok, err := auth.NewStaticToken(testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := web.NewProviderConsole(fed.Provider(id), web.ConsoleOptions{Token: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pc.App()
+}
+
+func TestConsoleRequiresLogin(t *testing.T) {
+	b := &browserSim{t: t, app: consumerApp(t, webfake.New(nil))}
+	resp, _ := b.do(http.MethodGet, "/", nil)
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/login") {
+		t.Fatalf("anonymous GET /: %d %q, want a redirect to /login", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, _ = b.do(http.MethodPost, "/policy", url.Values{"policy": {"Price"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("anonymous POST: %d, want a redirect to the login", resp.StatusCode)
+	}
+	resp, _ = b.do(http.MethodGet, "/ws", nil)
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("anonymous websocket: %d, want 401", resp.StatusCode)
+	}
+}
+
+func TestLogin(t *testing.T) {
+	cases := []struct {
+		name       string
+		token      string
+		wantStatus int
+		wantBody   string
+	}{
+		{"right token", testToken, http.StatusSeeOther, ""},
+		{"wrong token", "not-the-token-at-all", http.StatusUnauthorized, "the access token is not correct"},
+		{"empty token", "", http.StatusUnauthorized, "the access token is not correct"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &browserSim{t: t, app: consumerApp(t, webfake.New(nil))}
+			resp, body := b.do(http.MethodPost, "/login", url.Values{"token": {tc.token}, "next": {"//evil.example/"}})
+			if resp.StatusCode != tc.wantStatus {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.wantStatus)
+			}
+			if !strings.Contains(body, tc.wantBody) {
+				t.Fatalf("body lacks %q", tc.wantBody)
+			}
+			if tc.wantStatus == http.StatusSeeOther {
+				if loc := resp.Header.Get("Location"); loc != "/" {
+					t.Fatalf("redirect to %q, want / (open redirects refused)", loc)
+				}
+				set := resp.Header.Get("Set-Cookie")
+				for _, want := range []string{"HttpOnly", "SameSite=Strict"} {
+					if !strings.Contains(set, want) {
+						t.Fatalf("session cookie %q lacks %s", set, want)
+					}
+				}
+			} else if b.cookie != "" {
+				t.Fatalf("a refused login set a cookie")
+			}
+		})
+	}
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	b := &browserSim{t: t, app: consumerApp(t, webfake.New(nil))}
+	for _, p := range []string{"/login", "/static/app.css"} {
+		resp, _ := b.do(http.MethodGet, p, nil)
+		want := map[string]string{
+			"Content-Security-Policy": "script-src 'self'",
+			"X-Content-Type-Options":  "nosniff",
+			"X-Frame-Options":         "DENY",
+			"Referrer-Policy":         "no-referrer",
+		}
+		for h, v := range want {
+			if !strings.Contains(resp.Header.Get(h), v) {
+				t.Errorf("%s: header %s = %q, want it to contain %q", p, h, resp.Header.Get(h), v)
+			}
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("%s: CSP %q must forbid inline script and framing", p, csp)
+		}
+	}
+}
+
+func TestCSRF(t *testing.T) {
+	fed := webfake.New(nil)
+	b := &browserSim{t: t, app: consumerApp(t, fed)}
+	csrf := b.login(testToken)
+	cases := []struct {
+		name  string
+		token string
+	}{{"missing", ""}, {"wrong", "x" + csrf}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			form := url.Values{"policy": {"Price"}}
+			if tc.token != "" {
+				form.Set(auth.CSRFField, tc.token)
+			}
+			resp, body := b.do(http.MethodPost, "/policy", form)
+			if resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("status %d, want 403", resp.StatusCode)
+			}
+			if !strings.Contains(body, "security token (CSRF) is missing or does not match") {
+				t.Fatalf("the refusal page does not say why")
+			}
+			st, _ := fed.Consumer().Status(context.Background())
+			if st.Placement.Type == api.PlacementPrice {
+				t.Fatalf("the refused write was applied")
+			}
+		})
+	}
+}
+
+func TestConsumerWrites(t *testing.T) {
+	fed := webfake.New(nil)
+	b := &browserSim{t: t, app: consumerApp(t, fed)}
+	csrf := b.login(testToken)
+	ctx := context.Background()
+
+	resp, _ := b.do(http.MethodPost, "/policy", url.Values{auth.CSRFField: {csrf}, "policy": {"Price"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("policy: %d", resp.StatusCode)
+	}
+	resp, _ = b.do(http.MethodPost, "/workload", url.Values{auth.CSRFField: {csrf}, "enabled": {"on"}, "replicas": {"4"}, "pod_cpu": {"1"}, "pod_memory": {"1Gi"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("workload: %d", resp.StatusCode)
+	}
+	st, _ := fed.Consumer().Status(ctx)
+	if st.Placement.Type != api.PlacementPrice || len(st.Reservations) != 1 || st.Reservations[0].ProviderClusterID != "paris" {
+		t.Fatalf("after Price + workload: policy %s, reservations %+v; want one on paris", st.Placement.Type, st.Reservations)
+	}
+}
+
+func TestValidationErrorsRendered(t *testing.T) {
+	cases := []struct {
+		name     string
+		path     string
+		form     url.Values
+		wantMsgs []string
+	}{
+		{"bad policy and weights", "/policy", url.Values{"policy": {"Cheapest"}, "w_price": {"2"}},
+			[]string{"choose one of Standard, Price, Eco, Latency or Weighted", "Price weight: a number from 0 to 1"}},
+		{"weighted all zero", "/policy", url.Values{"policy": {"Weighted"}}, []string{"set at least one weight above 0"}},
+		{"bad workload", "/workload", url.Values{"replicas": {"-1"}, "pod_cpu": {"lots"}, "pod_memory": {"0"}},
+			[]string{"Replicas: a whole number from 0 to 500", "CPU per pod", "Memory per pod"}},
+		{"bad reservation", "/reservations", url.Values{"provider": {"atlantis"}, "chunk_type": {"tpu"}, "count": {"0"}},
+			[]string{"choose one of the providers the broker offers", "Chunk type: standard or gpu", "Chunks: a whole number from 1 to 64"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &browserSim{t: t, app: consumerApp(t, webfake.New(nil))}
+			tc.form.Set(auth.CSRFField, b.login(testToken))
+			resp, body := b.do(http.MethodPost, tc.path, tc.form)
+			if resp.StatusCode != http.StatusUnprocessableEntity {
+				t.Fatalf("status %d, want 422", resp.StatusCode)
+			}
+			for _, m := range tc.wantMsgs {
+				if !strings.Contains(body, m) {
+					t.Errorf("page lacks %q", m)
+				}
+			}
+			if !strings.Contains(body, `aria-invalid="true"`) && tc.path != "/policy" {
+				t.Errorf("no field marked aria-invalid")
+			}
+		})
+	}
+}
+
+func TestProviderSharingValidationAndApply(t *testing.T) {
+	fed := webfake.New(nil)
+	b := &browserSim{t: t, app: providerApp(t, fed, "milan")}
+	csrf := b.login(testToken)
+	bad := url.Values{auth.CSRFField: {csrf}, "price_cpu": {"abc"}, "price_memory": {"-1"},
+		"cap_mode_cpu": {"percent"}, "cap_value_cpu": {"0"}, "cap_mode_memory": {"fixed"}, "cap_value_memory": {"lots"},
+		"allowed": {"Bad_ID"}, "quota": {"-3"}}
+	resp, body := b.do(http.MethodPost, "/sharing", bad)
+	if resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("status %d, want 422", resp.StatusCode)
+	}
+	for _, m := range []string{"CPU price: &#34;abc&#34; is not a number", "Memory price: must not be negative",
+		"a percentage must be a whole number from 1 to 100", "a fixed cap must be a positive amount",
+		"&#34;Bad_ID&#34; is not a valid cluster id", "Chunks per consumer: a whole number"} {
+		if !strings.Contains(body, m) {
+			t.Errorf("page lacks %q", m)
+		}
+	}
+	good := url.Values{auth.CSRFField: {csrf}, "price_cpu": {"0.05"}, "price_memory": {"0.004"},
+		"cap_mode_cpu": {"percent"}, "cap_value_cpu": {"50"}, "cap_mode_memory": {"fixed"}, "cap_value_memory": {"8Gi"},
+		"allowed": {"rome, naples\nrome"}, "denied": {"venice"}, "quota": {"3"}, "renewable": {"on"}}
+	resp, _ = b.do(http.MethodPost, "/sharing", good)
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("valid apply: status %d, want 303", resp.StatusCode)
+	}
+	cfg, _ := fed.Provider("milan").SharingConfig(context.Background())
+	cpu, mem := cfg.UnitPrices["cpu"], cfg.CapacityFixed["memory"]
+	if cpu.String() != "50m" || cfg.CapacityScalePercent["cpu"] != 50 || mem.String() != "8Gi" || !cfg.Renewable ||
+		strings.Join(cfg.Sharing.AllowedConsumers, ",") != "rome,naples" || cfg.Sharing.DeniedConsumers[0] != "venice" ||
+		cfg.Sharing.MaxChunksPerConsumer != 3 {
+		t.Fatalf("applied config %+v", cfg)
+	}
+	ov, _ := fed.Overview(context.Background())
+	for _, a := range ov.Advertisements {
+		if a.ClusterID == "milan" && a.CostPerChunk != 0.116 {
+			t.Fatalf("milan cost per chunk %v, want 0.116", a.CostPerChunk)
+		}
+	}
+}
+
+func TestDashboardTokenOptional(t *testing.T) {
+	fed := webfake.New(nil)
+	open, err := web.NewDashboard(fed, web.DashboardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := web.NewApp()
+	open.Mount(app)
+	b := &browserSim{t: t, app: app}
+	resp, body := b.do(http.MethodGet, "/", nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `data-provider="paris"`) {
+		t.Fatalf("open dashboard: %d", resp.StatusCode)
+	}
+
+	tok, _ := auth.NewStaticToken(testToken)
+	closed, err := web.NewDashboard(fed, web.DashboardOptions{Token: tok, Prefix: "/dash"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app = web.NewApp()
+	closed.Mount(app)
+	b = &browserSim{t: t, app: app}
+	resp, _ = b.do(http.MethodGet, "/dash/", nil)
+	if resp.StatusCode != http.StatusSeeOther || !strings.HasPrefix(resp.Header.Get("Location"), "/dash/login") {
+		t.Fatalf("token dashboard: %d %q, want a redirect to /dash/login", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, _ = b.do(http.MethodPost, "/dash/login", url.Values{"token": {testToken}, "next": {"/dash/"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/dash/" {
+		t.Fatalf("login: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp, _ = b.do(http.MethodGet, "/dash/", nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("after login: %d", resp.StatusCode)
+	}
+	_ = time.Second
+}

@@ -1,0 +1,410 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/gofiber/fiber/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web/views"
+)
+
+// ConsumerConsole is the consumer agent's console: placement policy,
+// chosen provider and RTTs, manual reservations, virtual nodes and, in the
+// demo, the workload switch.
+type ConsumerConsole struct {
+	site     *site
+	backend  ConsumerBackend
+	workload WorkloadBackend // nil when the backend has no workload switch
+}
+
+// NewConsumerConsole builds the console over backend. When backend also
+// implements WorkloadBackend, the workload switch is shown.
+func NewConsumerConsole(backend ConsumerBackend, opts ConsoleOptions) (*ConsumerConsole, error) {
+	if backend == nil {
+		return nil, fmt.Errorf("web: the consumer console needs a backend")
+	}
+	s, err := newConsoleSite("Consumer console", opts)
+	if err != nil {
+		return nil, err
+	}
+	cc := &ConsumerConsole{site: s, backend: backend}
+	cc.workload, _ = backend.(WorkloadBackend)
+	s.subscribe = backend.Subscribe
+	s.render = cc.renderLive
+	return cc, nil
+}
+
+// Mount registers the console's routes on app.
+func (cc *ConsumerConsole) Mount(app *fiber.App) {
+	protect := cc.site.mountCommon(app)
+	cc.site.route(app, fiber.MethodGet, "/", protect, cc.get)
+	cc.site.route(app, fiber.MethodPost, "/policy", protect, cc.postPolicy)
+	cc.site.route(app, fiber.MethodPost, "/reservations", protect, cc.postReserve)
+	cc.site.route(app, fiber.MethodPost, "/reservations/release", protect, cc.postRelease)
+	if cc.workload != nil {
+		cc.site.route(app, fiber.MethodPost, "/workload", protect, cc.postWorkload)
+	}
+}
+
+// App returns a new Fiber app (see NewApp) with the console mounted.
+func (cc *ConsumerConsole) App() *fiber.App {
+	app := NewApp()
+	cc.Mount(app)
+	return app
+}
+
+// Run pushes status changes to connected browsers until ctx is done.
+func (cc *ConsumerConsole) Run(ctx context.Context) error { return cc.site.run(ctx) }
+
+// DropClients disconnects every browser; they reconnect by themselves.
+func (cc *ConsumerConsole) DropClients(ctx context.Context) { cc.site.hub.DropAll(ctx) }
+
+var consumerFlash = map[string]string{
+	"policy":   "Policy applied; the broker sees it with the next heartbeat, sent now.",
+	"workload": "Workload updated.",
+	"reserved": "Reservation requested.",
+	"released": "Release requested.",
+}
+
+// consumerForms carries the forms' state across a failed submission.
+type consumerForms struct {
+	policy   *views.PolicyForm
+	workload *views.WorkloadForm
+	reserve  *views.ReserveForm
+	errs     views.FieldErrors
+	bad      string
+}
+
+func (cc *ConsumerConsole) get(c *fiber.Ctx) error {
+	return cc.render(c, fiber.StatusOK, consumerForms{}, consumerFlash[c.Query("ok")])
+}
+
+func (cc *ConsumerConsole) render(c *fiber.Ctx, code int, f consumerForms, ok string) error {
+	ctx := c.UserContext()
+	st, err := cc.backend.Status(ctx)
+	if err != nil {
+		cc.site.log.Error("consumer console: agent state unavailable", "err", err)
+		return fiber.NewError(fiber.StatusServiceUnavailable, "the consumer agent's state is unavailable; retry shortly")
+	}
+	page := cc.site.page(c, "Consumer console", st.ClusterID, true)
+	vm := views.ConsumerConsole{
+		Status: consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx)),
+		Errors: f.errs, Flash: ok, FormError: f.bad, CSRF: page.CSRF,
+	}
+	if f.policy != nil {
+		vm.Policy = *f.policy
+	} else {
+		vm.Policy = policyForm(st.Placement)
+	}
+	if f.reserve != nil {
+		vm.Reserve = *f.reserve
+	} else {
+		vm.Reserve = reserveForm(st, "", string(api.ChunkStandard), "1")
+	}
+	if cc.workload != nil {
+		if f.workload != nil {
+			vm.Workload = f.workload
+		} else if w, err := cc.workload.Workload(ctx); err == nil {
+			vm.Workload = &views.WorkloadForm{
+				Enabled: w.Enabled, Replicas: strconv.Itoa(int(w.Replicas)), CPU: w.PodCPU.String(), Memory: w.PodMemory.String(),
+			}
+		}
+	}
+	return cc.site.renderPage(c, code, views.ConsumerPage(page, vm))
+}
+
+func (cc *ConsumerConsole) workloadSummary(ctx context.Context) string {
+	if cc.workload == nil {
+		return ""
+	}
+	w, err := cc.workload.Workload(ctx)
+	if err != nil {
+		return "workload state unavailable"
+	}
+	if !w.Enabled {
+		return "Workload is off."
+	}
+	return fmt.Sprintf("Workload on: %d replicas of %s CPU / %s memory — %d running, %d pending.",
+		w.Replicas, w.PodCPU.String(), w.PodMemory.String(), w.Running, w.Pending)
+}
+
+func (cc *ConsumerConsole) renderLive(ctx context.Context) (templ.Component, error) {
+	st, err := cc.backend.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx))
+	parts := []templ.Component{
+		views.ConsumerStatusPanel(v),
+		views.ConsumerReservations(v, "", cc.site.prefix),
+		views.ConsumerNodes(v),
+	}
+	if cc.workload != nil {
+		parts = append(parts, workloadSummaryFragment(v.Workload))
+	}
+	return templ.Join(parts...), nil
+}
+
+func workloadSummaryFragment(s string) templ.Component {
+	return templ.ComponentFunc(func(ctx context.Context, w io.Writer) error {
+		_, err := fmt.Fprintf(w, `<p class="muted" id="workload-summary">%s</p>`, templ.EscapeString(s))
+		return err
+	})
+}
+
+var policies = []api.PlacementType{api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted}
+
+var weightFields = []struct{ name, label string }{
+	{"w_price", "Price weight"}, {"w_carbon", "Carbon weight"}, {"w_distance", "Distance weight"}, {"w_free", "Free capacity weight"},
+}
+
+func policyForm(p api.Placement) views.PolicyForm {
+	cur := p.Type
+	if cur == "" {
+		cur = api.PlacementStandard
+	}
+	f := views.PolicyForm{}
+	for _, t := range policies {
+		f.Policies = append(f.Policies, views.Option{Value: string(t), Label: string(t), Selected: t == cur})
+	}
+	w := api.Weights{}
+	if p.Weights != nil {
+		w = *p.Weights
+	}
+	vals := []float64{w.Price, w.Carbon, w.Distance, w.FreeCapacity}
+	for i, wf := range weightFields {
+		f.Weights = append(f.Weights, views.WeightField{Name: wf.name, Label: wf.label, Value: strconv.FormatFloat(vals[i], 'f', -1, 64)})
+	}
+	return f
+}
+
+func (cc *ConsumerConsole) postPolicy(c *fiber.Ctx) error {
+	if err := cc.site.checkWrite(c); err != nil {
+		return cc.site.csrfRefused(c, err)
+	}
+	errs := views.FieldErrors{}
+	pt := api.PlacementType(formValue(c, "policy"))
+	known := false
+	for _, t := range policies {
+		known = known || t == pt
+	}
+	if !known {
+		errs["policy"] = "Policy: choose one of Standard, Price, Eco, Latency or Weighted"
+	}
+	vals := make([]float64, len(weightFields))
+	for i, wf := range weightFields {
+		v := strings.TrimSpace(formValue(c, wf.name))
+		if v == "" {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 1 {
+			errs[wf.name] = wf.label + ": a number from 0 to 1"
+			continue
+		}
+		vals[i] = f
+	}
+	placement := api.Placement{Type: pt}
+	if pt == api.PlacementWeighted {
+		placement.Weights = &api.Weights{Price: vals[0], Carbon: vals[1], Distance: vals[2], FreeCapacity: vals[3]}
+		if vals[0]+vals[1]+vals[2]+vals[3] == 0 && len(errs) == 0 {
+			errs["w_price"] = "Weighted policy: set at least one weight above 0"
+		}
+	}
+	form := policyForm(api.Placement{Type: pt, Weights: &api.Weights{Price: vals[0], Carbon: vals[1], Distance: vals[2], FreeCapacity: vals[3]}})
+	if len(errs) > 0 {
+		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{policy: &form, errs: errs}, "")
+	}
+	if err := cc.backend.SetPolicy(c.UserContext(), placement); err != nil {
+		return cc.render(c, fiber.StatusBadGateway, consumerForms{policy: &form, bad: "Policy not applied: " + err.Error()}, "")
+	}
+	return c.Redirect(cc.site.path("/?ok=policy"), fiber.StatusSeeOther)
+}
+
+func (cc *ConsumerConsole) postWorkload(c *fiber.Ctx) error {
+	if err := cc.site.checkWrite(c); err != nil {
+		return cc.site.csrfRefused(c, err)
+	}
+	form := views.WorkloadForm{
+		Enabled: formValue(c, "enabled") == "on", Replicas: formValue(c, "replicas"),
+		CPU: formValue(c, "pod_cpu"), Memory: formValue(c, "pod_memory"),
+	}
+	errs := views.FieldErrors{}
+	w := Workload{Enabled: form.Enabled}
+	if n, err := strconv.Atoi(strings.TrimSpace(form.Replicas)); err != nil || n < 0 || n > 500 {
+		errs["replicas"] = "Replicas: a whole number from 0 to 500"
+	} else {
+		w.Replicas = int32(n)
+	}
+	if q, err := resource.ParseQuantity(strings.TrimSpace(form.CPU)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("64")) > 0 {
+		errs["pod_cpu"] = "CPU per pod: a positive amount up to 64, such as 500m or 1"
+	} else {
+		w.PodCPU = q
+	}
+	if q, err := resource.ParseQuantity(strings.TrimSpace(form.Memory)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("256Gi")) > 0 {
+		errs["pod_memory"] = "Memory per pod: a positive amount up to 256Gi, such as 512Mi"
+	} else {
+		w.PodMemory = q
+	}
+	if len(errs) > 0 {
+		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{workload: &form, errs: errs}, "")
+	}
+	if err := cc.workload.SetWorkload(c.UserContext(), w); err != nil {
+		return cc.render(c, fiber.StatusBadGateway, consumerForms{workload: &form, bad: "Workload not changed: " + err.Error()}, "")
+	}
+	return c.Redirect(cc.site.path("/?ok=workload"), fiber.StatusSeeOther)
+}
+
+func reserveForm(st ConsumerStatus, provider, chunkType, count string) views.ReserveForm {
+	f := views.ReserveForm{Count: count}
+	f.Providers = append(f.Providers, views.Option{Value: "", Label: "choose a provider…", Selected: provider == ""})
+	for _, p := range offeredProviders(st) {
+		f.Providers = append(f.Providers, views.Option{Value: p, Label: p, Selected: p == provider})
+	}
+	for _, t := range []api.ChunkType{api.ChunkStandard, api.ChunkGPU} {
+		f.ChunkTypes = append(f.ChunkTypes, views.Option{Value: string(t), Label: string(t), Selected: string(t) == chunkType})
+	}
+	return f
+}
+
+func offeredProviders(st ConsumerStatus) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, g := range st.NodeGroups {
+		if !seen[g.ProviderClusterID] {
+			seen[g.ProviderClusterID] = true
+			out = append(out, g.ProviderClusterID)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
+	if err := cc.site.checkWrite(c); err != nil {
+		return cc.site.csrfRefused(c, err)
+	}
+	ctx := c.UserContext()
+	st, err := cc.backend.Status(ctx)
+	if err != nil {
+		return fiber.NewError(fiber.StatusServiceUnavailable, "the consumer agent's state is unavailable; retry shortly")
+	}
+	provider, ct, count := formValue(c, "provider"), formValue(c, "chunk_type"), formValue(c, "count")
+	errs := views.FieldErrors{}
+	spec := ReservationSpec{ProviderClusterID: provider, ChunkType: api.ChunkType(ct)}
+	offered := false
+	for _, p := range offeredProviders(st) {
+		offered = offered || p == provider
+	}
+	if !offered {
+		errs["provider"] = "Provider: choose one of the providers the broker offers"
+	}
+	if spec.ChunkType != api.ChunkStandard && spec.ChunkType != api.ChunkGPU {
+		errs["chunk_type"] = "Chunk type: standard or gpu"
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(count)); err != nil || n < 1 || n > 64 {
+		errs["count"] = "Chunks: a whole number from 1 to 64"
+	} else {
+		spec.ChunkCount = int32(n)
+	}
+	form := reserveForm(st, provider, ct, count)
+	if len(errs) > 0 {
+		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{reserve: &form, errs: errs}, "")
+	}
+	if _, err := cc.backend.CreateReservation(ctx, spec); err != nil {
+		return cc.render(c, fiber.StatusBadGateway, consumerForms{reserve: &form, bad: "Reservation not created: " + err.Error()}, "")
+	}
+	return c.Redirect(cc.site.path("/?ok=reserved"), fiber.StatusSeeOther)
+}
+
+func (cc *ConsumerConsole) postRelease(c *fiber.Ctx) error {
+	if err := cc.site.checkWrite(c); err != nil {
+		return cc.site.csrfRefused(c, err)
+	}
+	id := formValue(c, "id")
+	if id == "" || len(id) > 253 {
+		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{bad: "Release: no reservation id was given"}, "")
+	}
+	if err := cc.backend.ReleaseReservation(c.UserContext(), id); err != nil {
+		return cc.render(c, fiber.StatusBadGateway, consumerForms{bad: "Release of " + id + " failed: " + err.Error()}, "")
+	}
+	return c.Redirect(cc.site.path("/?ok=released"), fiber.StatusSeeOther)
+}
+
+func consumerStatusView(now time.Time, st ConsumerStatus, workload string) views.ConsumerStatus {
+	chosen := st.ChosenProvider
+	if chosen == "" {
+		chosen = dash
+	}
+	v := views.ConsumerStatus{
+		ClusterID: st.ClusterID, Workload: workload,
+		Facts: []views.KV{
+			{Label: "Cluster", Value: st.ClusterID},
+			{Label: "Location", Value: location(st.City, st.Region)},
+			{Label: "Policy", Value: policyLabel(st.Placement.Type, st.AppliedPlacement)},
+			{Label: "Chosen provider", Value: chosen},
+			{Label: "Last heartbeat", Value: ago(now, st.LastHeartbeat)},
+		},
+	}
+	provs := make([]string, 0, len(st.RTTs))
+	for p := range st.RTTs {
+		provs = append(provs, p)
+	}
+	sort.Strings(provs)
+	for _, p := range provs {
+		v.RTTs = append(v.RTTs, views.RTTRow{Provider: p, RTT: millis(st.RTTs[p]), Chosen: p == st.ChosenProvider})
+	}
+	groups := append([]api.NodeGroupView(nil), st.NodeGroups...)
+	sort.Slice(groups, func(i, j int) bool { return groups[i].ID < groups[j].ID })
+	for _, g := range groups {
+		row := views.GroupRow{
+			ID: g.ID, Provider: g.ProviderClusterID, Type: string(g.Type), Cost: g.Cost, Metric: dash,
+			Reserved: fmt.Sprintf("%d / %d", g.CurrentReserved, g.MaxSize),
+		}
+		if row.Cost == "" {
+			row.Cost = dash
+		}
+		if g.HasMetric && g.PlacementMetric != nil {
+			row.Metric = strconv.FormatFloat(*g.PlacementMetric, 'g', 4, 64)
+		}
+		v.Groups = append(v.Groups, row)
+	}
+	rs := append([]ConsumerReservation(nil), st.Reservations...)
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].CreatedAt.After(rs[j].CreatedAt) })
+	for _, r := range rs {
+		origin := "autoscaler"
+		if r.Manual {
+			origin = "manual"
+		}
+		v.Reservations = append(v.Reservations, views.ConsumerReservationRow{
+			ID: r.ID, Provider: r.ProviderClusterID, Chunks: chunksLabel(r.ChunkCount, r.ChunkType),
+			Phase: string(r.Phase), PhaseClass: phaseClass(r.Phase), Origin: origin, Created: ago(now, r.CreatedAt),
+			Releasable: !r.Phase.Terminal() && r.Phase != api.PhaseUnpeering,
+		})
+	}
+	nodes := append([]VirtualNode(nil), st.VirtualNodes...)
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		cls := "warn"
+		switch n.State {
+		case "Running":
+			cls = "ok"
+		case "NotReady":
+			cls = "bad"
+		}
+		v.Nodes = append(v.Nodes, views.NodeRow{
+			Name: n.Name, Reservation: n.ReservationID, Provider: n.ProviderClusterID,
+			State: n.State, StateClass: cls, Since: ago(now, n.Since),
+		})
+	}
+	return v
+}

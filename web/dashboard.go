@@ -1,0 +1,295 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/gofiber/fiber/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
+	"github.com/federation-autoscaler/federation-autoscaler/web/views"
+)
+
+// DashboardOptions configures the broker dashboard. Zero values take the
+// defaults.
+type DashboardOptions struct {
+	// Prefix is the path the dashboard lives under ("" = the listener's
+	// root). Routes: Prefix+"/", "/ws", "/static/*" and, with a token,
+	// "/login" and "/logout".
+	Prefix string
+	// Token, when set, makes the dashboard require a login with this token
+	// (the broker's --dashboard-token).
+	Token auth.Verifier
+	// SecureCookie marks the session cookie Secure (set it behind TLS).
+	SecureCookie bool
+	// Clock drives ages, history and the refresh ticker (default real).
+	Clock clock.WithTicker
+	// Refresh re-renders the live part this often even without a change, so
+	// ages stay current (default 5s).
+	Refresh time.Duration
+	// HistoryWindow is the span of the charts (default 1h); SampleEvery is
+	// the history resolution (default 5s).
+	HistoryWindow time.Duration
+	SampleEvery   time.Duration
+	// StaleAfter marks a provider stale when its last advertisement is older
+	// (default 2m).
+	StaleAfter time.Duration
+	Log        *slog.Logger
+}
+
+// Dashboard is the broker's live, read-only dashboard.
+type Dashboard struct {
+	site *site
+	src  OverviewSource
+	hist *history
+	opts DashboardOptions
+}
+
+// NewDashboard builds the dashboard over src. Mount it on a Fiber app and
+// call Run.
+func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error) {
+	if src == nil {
+		return nil, fmt.Errorf("web: the dashboard needs an overview source")
+	}
+	if opts.StaleAfter <= 0 {
+		opts.StaleAfter = 2 * time.Minute
+	}
+	s, err := newSite(opts.Prefix, "Federation Autoscaler", opts.Log, opts.Clock, opts.Refresh)
+	if err != nil {
+		return nil, err
+	}
+	if opts.Token != nil {
+		a, err := auth.NewAuthenticator(auth.Options{
+			Verifier: opts.Token, Secure: opts.SecureCookie, CookieName: "fa_dashboard", Now: s.clock.Now,
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.authn = a
+	}
+	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), opts: opts}
+	s.subscribe = src.Subscribe
+	s.render = d.renderLive
+	return d, nil
+}
+
+// MountDashboard builds the dashboard, mounts it on app and runs it until
+// ctx is done. It suits server/ops mount hooks.
+func MountDashboard(ctx context.Context, app *fiber.App, src OverviewSource, opts DashboardOptions) (*Dashboard, error) {
+	d, err := NewDashboard(src, opts)
+	if err != nil {
+		return nil, err
+	}
+	d.Mount(app)
+	go func() {
+		if err := d.Run(ctx); err != nil {
+			d.site.log.Error("dashboard stopped", "err", err)
+		}
+	}()
+	return d, nil
+}
+
+// Mount registers the dashboard's routes on app.
+func (d *Dashboard) Mount(app *fiber.App) {
+	protect := d.site.mountCommon(app)
+	d.site.route(app, fiber.MethodGet, "/", protect, d.get)
+}
+
+// Run pushes the dashboard to connected browsers on every change until ctx
+// is done. Call it once.
+func (d *Dashboard) Run(ctx context.Context) error { return d.site.run(ctx) }
+
+// DropClients disconnects every browser; they reconnect by themselves.
+func (d *Dashboard) DropClients(ctx context.Context) { d.site.hub.DropAll(ctx) }
+
+// Clients is the number of connected browsers.
+func (d *Dashboard) Clients() int { return d.site.hub.Clients() }
+
+func (d *Dashboard) get(c *fiber.Ctx) error {
+	vm, err := d.model(c.UserContext(), false)
+	if err != nil {
+		d.site.log.Error("dashboard: overview unavailable", "err", err)
+		return fiber.NewError(fiber.StatusServiceUnavailable, "the broker's state is unavailable; retry shortly")
+	}
+	return d.site.renderPage(c, fiber.StatusOK, views.DashboardPage(d.site.page(c, "Federation dashboard", "", true), vm))
+}
+
+func (d *Dashboard) renderLive(ctx context.Context) (templ.Component, error) {
+	vm, err := d.model(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	return views.DashboardLive(vm), nil
+}
+
+// model reads the overview and, when record is set, samples it into the
+// history (only the publisher records, so page loads do not skew it).
+func (d *Dashboard) model(ctx context.Context, record bool) (views.Dashboard, error) {
+	ov, err := d.src.Overview(ctx)
+	if err != nil {
+		return views.Dashboard{}, fmt.Errorf("read overview: %w", err)
+	}
+	now := d.site.clock.Now()
+	if record {
+		d.hist.record(now, ov.Advertisements)
+	}
+	return buildDashboard(now, ov, d.hist, d.opts.StaleAfter), nil
+}
+
+func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter time.Duration) views.Dashboard {
+	vm := views.Dashboard{GeneratedAt: clockTime(now), Warnings: ov.Warnings}
+	cp := ov.Capacity
+	vm.Stats = []views.Stat{
+		{Label: "chunks in total", Value: strconv.Itoa(int(cp.TotalChunks))},
+		{Label: "chunks reserved", Value: strconv.Itoa(int(cp.ReservedChunks))},
+		{Label: "chunks free", Value: strconv.Itoa(int(cp.AvailableChunks))},
+		{Label: "providers available", Value: fmt.Sprintf("%d / %d", cp.AvailableProviderCount, cp.ProviderCount)},
+		{Label: "consumers", Value: strconv.Itoa(len(ov.Consumers))},
+	}
+	vm.ChunkTypes = chunkRows(cp.ByChunkType, func(t api.ChunkType) string { return resources(cp.ChunkSizes[t]) })
+
+	ads := append([]api.AdvertisementSnapshot(nil), ov.Advertisements...)
+	sort.Slice(ads, func(i, j int) bool { return ads[i].ClusterID < ads[j].ClusterID })
+	for _, a := range ads {
+		r := views.ProviderRow{
+			ID: a.ClusterID, Location: topologyLocation(a.Topology), Renewable: a.Renewable,
+			Sharing: sharingSummary(a.Sharing), Free: a.AvailableChunks, Reserved: a.ReservedChunks, Total: a.ChunkCount,
+			Freshness: ago(now, a.LastSeen.Time), Price: dash, Carbon: carbon(a.CarbonWeighted),
+		}
+		if a.CarbonWeighted == nil && a.CarbonIntensity != nil {
+			r.Carbon = carbon(a.CarbonIntensity) + " now"
+		}
+		if a.CostPerChunk > 0 || len(a.UnitPrices) > 0 {
+			r.Price = money(a.CostPerChunk)
+		}
+		switch {
+		case !a.Available:
+			r.Health, r.HealthLabel = "bad", "unavailable"
+		case a.LastSeen.IsZero() || now.Sub(a.LastSeen.Time) > staleAfter:
+			r.Health, r.HealthLabel = "warn", "stale"
+		default:
+			r.Health, r.HealthLabel = "ok", "available"
+		}
+		vm.Providers = append(vm.Providers, r)
+	}
+
+	for _, c := range ov.Consumers {
+		r := views.ConsumerRow{
+			ID: c.ClusterID, Location: location(c.City, c.Region),
+			Policy: policyLabel(c.Placement, c.AppliedPlacement), Chosen: c.ChosenProvider,
+			RTT: dash, LastSeen: ago(now, c.LastSeen.Time),
+		}
+		if r.Chosen == "" {
+			r.Chosen = dash
+		}
+		if c.MeasuredRTT != nil {
+			r.RTT = millis(*c.MeasuredRTT)
+		}
+		vm.Consumers = append(vm.Consumers, r)
+	}
+	sort.Slice(vm.Consumers, func(i, j int) bool { return vm.Consumers[i].ID < vm.Consumers[j].ID })
+
+	vm.Reservations = reservationRows(ov.Reservations)
+	vm.Instructions = instructionRows(now, ov.ProviderInstructions, ov.ReservationInstructions)
+
+	ids, series := hist.snapshot()
+	vm.Charts = []views.Chart{
+		buildChart("reserved", "Chunks reserved per provider", "chunks", now, hist.window, ids, series,
+			func(s sample) (float64, bool) { return s.reserved, true }),
+		buildChart("price", "Price per chunk", "per hour", now, hist.window, ids, series,
+			func(s sample) (float64, bool) { return s.price, s.hasPrice }),
+		buildChart("carbon", "Weighted carbon intensity", "gCO2eq/kWh", now, hist.window, ids, series,
+			func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }),
+	}
+	for i, id := range ids {
+		vm.Legend = append(vm.Legend, views.LegendItem{Name: id, Color: colorOf(i)})
+	}
+	return vm
+}
+
+func chunkRows(m map[api.ChunkType]api.ChunkCounts, size func(api.ChunkType) string) []views.ChunkTypeRow {
+	types := make([]string, 0, len(m))
+	for t := range m {
+		types = append(types, string(t))
+	}
+	sort.Strings(types)
+	rows := make([]views.ChunkTypeRow, 0, len(types))
+	for _, t := range types {
+		cc := m[api.ChunkType(t)]
+		rows = append(rows, views.ChunkTypeRow{
+			Type: t, Size: size(api.ChunkType(t)),
+			Total: cc.TotalChunks, Reserved: cc.ReservedChunks, Available: cc.AvailableChunks,
+		})
+	}
+	return rows
+}
+
+// maxReservationRows bounds the reservations table: live ones first, then
+// the most recent terminated ones.
+const maxReservationRows = 40
+
+func reservationRows(in []api.OverviewReservation) []views.ReservationRow {
+	rs := append([]api.OverviewReservation(nil), in...)
+	sort.SliceStable(rs, func(i, j int) bool {
+		ti, tj := rs[i].Status.Terminal(), rs[j].Status.Terminal()
+		if ti != tj {
+			return !ti
+		}
+		return rs[i].CreatedAt.After(rs[j].CreatedAt.Time)
+	})
+	if len(rs) > maxReservationRows {
+		rs = rs[:maxReservationRows]
+	}
+	out := make([]views.ReservationRow, 0, len(rs))
+	for _, r := range rs {
+		row := views.ReservationRow{
+			ID: r.ReservationID, Consumer: r.ConsumerClusterID, Provider: r.ProviderClusterID,
+			Chunks: chunksLabel(r.ChunkCount, r.ChunkType), Phase: string(r.Status), PhaseClass: phaseClass(r.Status),
+			Created: clockTime(r.CreatedAt.Time),
+		}
+		for i, h := range r.History {
+			row.Timeline = append(row.Timeline, views.Step{
+				Phase: string(h.Phase), At: clockTime(h.At.Time), Title: h.Message, Current: i == len(r.History)-1,
+			})
+		}
+		if len(row.Timeline) == 0 {
+			row.Timeline = []views.Step{{Phase: string(r.Status), At: clockTime(r.CreatedAt.Time), Current: true}}
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func instructionRows(now time.Time, lists ...[]api.OverviewInstruction) []views.InstructionRow {
+	var out []views.InstructionRow
+	for _, l := range lists {
+		for _, in := range l {
+			state := "queued"
+			if in.LastDeliveredAt != nil {
+				state = "delivered " + ago(now, in.LastDeliveredAt.Time)
+			}
+			if in.Enforced {
+				state += " · enforced"
+			}
+			row := views.InstructionRow{
+				ID: in.ID, Kind: string(in.Kind), Reservation: in.ReservationID, Target: in.TargetClusterID,
+				Attempts: in.Attempts, Issued: dash, Expires: dash, State: state, Message: in.Message,
+			}
+			if in.IssuedAt != nil {
+				row.Issued = clockTime(in.IssuedAt.Time)
+			}
+			if in.ExpiresAt != nil {
+				row.Expires = clockTime(in.ExpiresAt.Time)
+			}
+			out = append(out, row)
+		}
+	}
+	return out
+}

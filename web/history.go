@@ -1,0 +1,109 @@
+package web
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// sample is one provider's state at one time.
+type sample struct {
+	at       time.Time
+	reserved float64
+	price    float64 // NaN-free: hasPrice says whether it is set
+	hasPrice bool
+	carbon   float64
+	hasCO2   bool
+}
+
+// history keeps, per provider, a bounded ring of samples over the last
+// window. A sample closer than every to the previous one replaces it, so a
+// burst of changes costs one slot and the newest value always shows.
+type history struct {
+	mu     sync.Mutex
+	window time.Duration
+	every  time.Duration
+	max    int
+	series map[string][]sample
+}
+
+func newHistory(window, every time.Duration) *history {
+	if window <= 0 {
+		window = time.Hour
+	}
+	if every <= 0 {
+		every = 5 * time.Second
+	}
+	return &history{
+		window: window, every: every,
+		max:    int(window/every) + 2,
+		series: make(map[string][]sample),
+	}
+}
+
+func (h *history) record(now time.Time, ads []api.AdvertisementSnapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := make(map[string]bool, len(ads))
+	for _, a := range ads {
+		seen[a.ClusterID] = true
+		s := sample{at: now, reserved: float64(a.ReservedChunks)}
+		if a.CostPerChunk > 0 || len(a.UnitPrices) > 0 {
+			s.price, s.hasPrice = a.CostPerChunk, true
+		}
+		if a.CarbonWeighted != nil {
+			s.carbon, s.hasCO2 = *a.CarbonWeighted, true
+		} else if a.CarbonIntensity != nil {
+			s.carbon, s.hasCO2 = *a.CarbonIntensity, true
+		}
+		ring := h.series[a.ClusterID]
+		if n := len(ring); n > 0 && now.Sub(ring[n-1].at) < h.every {
+			// Keep the older timestamp so a steady stream of changes still
+			// advances one slot per period.
+			s.at = ring[n-1].at
+			ring[n-1] = s
+		} else {
+			ring = append(ring, s)
+		}
+		h.series[a.ClusterID] = h.trim(now, ring)
+	}
+	for id, ring := range h.series {
+		if !seen[id] {
+			ring = h.trim(now, ring)
+			if len(ring) == 0 {
+				delete(h.series, id)
+			} else {
+				h.series[id] = ring
+			}
+		}
+	}
+}
+
+func (h *history) trim(now time.Time, ring []sample) []sample {
+	cut := 0
+	for cut < len(ring) && now.Sub(ring[cut].at) > h.window {
+		cut++
+	}
+	if len(ring)-cut > h.max {
+		cut = len(ring) - h.max
+	}
+	if cut == 0 {
+		return ring
+	}
+	return append(ring[:0:0], ring[cut:]...)
+}
+
+// snapshot copies the series, providers sorted by id.
+func (h *history) snapshot() (ids []string, series map[string][]sample) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	series = make(map[string][]sample, len(h.series))
+	for id, ring := range h.series {
+		ids = append(ids, id)
+		series[id] = append([]sample(nil), ring...)
+	}
+	sort.Strings(ids)
+	return ids, series
+}

@@ -1,0 +1,174 @@
+// Package live pushes re-rendered HTML fragments to browsers over
+// websockets. A Hub owns its clients in one goroutine and fans every
+// broadcast out to bounded per-client buffers; a client whose buffer is full
+// is too slow and is dropped (its socket is closed, the browser reconnects
+// and receives the latest fragment at once). ServeWS bridges Fiber (fasthttp)
+// to github.com/coder/websocket by hijacking the connection.
+package live
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+)
+
+// DefaultClientBuffer is the number of pending messages a client may have
+// before it counts as slow and is dropped.
+const DefaultClientBuffer = 8
+
+// Client is one registered websocket consumer of a Hub. Messages are read from
+// Send; Done is closed when the hub dropped the client (slow, DropAll or hub
+// stopped). A client is registered with Hub.Register and must be released
+// with Hub.Unregister when its connection ends.
+type Client struct {
+	send chan []byte
+	done chan struct{}
+	// closed is touched only by the hub goroutine.
+	closed bool
+}
+
+// Send delivers the messages to write to the browser, oldest first.
+func (c *Client) Send() <-chan []byte { return c.send }
+
+// Done is closed once the hub no longer delivers to this client.
+func (c *Client) Done() <-chan struct{} { return c.done }
+
+// Hub fans broadcast messages out to its clients. The zero value is not
+// usable: build one with NewHub and start Run.
+type Hub struct {
+	log        *slog.Logger
+	bufSize    int
+	register   chan *Client
+	unregister chan *Client
+	broadcast  chan []byte
+	dropAll    chan struct{}
+	stopped    chan struct{}
+	clients    atomic.Int64
+	dropped    atomic.Int64
+}
+
+// NewHub returns a hub whose clients buffer bufSize messages (≤0 means
+// DefaultClientBuffer). log may be nil.
+func NewHub(log *slog.Logger, bufSize int) *Hub {
+	if bufSize <= 0 {
+		bufSize = DefaultClientBuffer
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Hub{
+		log:        log,
+		bufSize:    bufSize,
+		register:   make(chan *Client),
+		unregister: make(chan *Client),
+		broadcast:  make(chan []byte),
+		dropAll:    make(chan struct{}),
+		stopped:    make(chan struct{}),
+	}
+}
+
+// ErrHubStopped is returned by Register once Run has returned.
+var ErrHubStopped = errors.New("live hub is stopped")
+
+// Run owns the client set until ctx is done; then every client is dropped.
+// Run must be called exactly once.
+func (h *Hub) Run(ctx context.Context) {
+	defer close(h.stopped)
+	clients := make(map[*Client]struct{})
+	var last []byte
+	drop := func(c *Client) {
+		if c.closed {
+			return
+		}
+		c.closed = true
+		close(c.done)
+		delete(clients, c)
+		h.clients.Store(int64(len(clients)))
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			for c := range clients {
+				drop(c)
+			}
+			return
+		case c := <-h.register:
+			clients[c] = struct{}{}
+			h.clients.Store(int64(len(clients)))
+			if last != nil {
+				c.send <- last // fresh buffer: never blocks
+			}
+		case c := <-h.unregister:
+			drop(c)
+		case <-h.dropAll:
+			for c := range clients {
+				drop(c)
+			}
+		case msg := <-h.broadcast:
+			last = msg
+			for c := range clients {
+				select {
+				case c.send <- msg:
+				default:
+					h.dropped.Add(1)
+					h.log.Info("dropping slow websocket client", "pending", len(c.send))
+					drop(c)
+				}
+			}
+		}
+	}
+}
+
+// Register adds a client; it first receives the last broadcast message, if
+// any. It fails when ctx is done or the hub has stopped.
+func (h *Hub) Register(ctx context.Context) (*Client, error) {
+	c := &Client{send: make(chan []byte, h.bufSize), done: make(chan struct{})}
+	select {
+	case h.register <- c:
+		return c, nil
+	case <-h.stopped:
+		return nil, ErrHubStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Unregister removes c; it is safe to call more than once and after the hub
+// stopped.
+func (h *Hub) Unregister(c *Client) {
+	select {
+	case h.unregister <- c:
+	case <-h.stopped:
+	}
+}
+
+// Broadcast queues msg for every client and remembers it for clients that
+// register later. msg must not be modified afterwards. It returns false when
+// ctx is done or the hub stopped before the message was taken.
+func (h *Hub) Broadcast(ctx context.Context, msg []byte) bool {
+	select {
+	case h.broadcast <- msg:
+		return true
+	case <-h.stopped:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// DropAll disconnects every client (their browsers reconnect). It is the
+// operator's and the tests' way to exercise reconnection.
+func (h *Hub) DropAll(ctx context.Context) {
+	select {
+	case h.dropAll <- struct{}{}:
+	case <-h.stopped:
+	case <-ctx.Done():
+	}
+}
+
+// Clients is the number of connected clients (a gauge).
+func (h *Hub) Clients() int { return int(h.clients.Load()) }
+
+// Dropped counts clients dropped for being slow since the hub started.
+func (h *Hub) Dropped() int64 { return h.dropped.Load() }

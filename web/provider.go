@@ -1,0 +1,309 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/gofiber/fiber/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web/views"
+)
+
+// ProviderConsole is the provider agent's console: sharing configuration
+// and what is lent now.
+type ProviderConsole struct {
+	site    *site
+	backend ProviderBackend
+}
+
+// NewProviderConsole builds the console over backend. Mount it (or use App)
+// and call Run.
+func NewProviderConsole(backend ProviderBackend, opts ConsoleOptions) (*ProviderConsole, error) {
+	if backend == nil {
+		return nil, fmt.Errorf("web: the provider console needs a backend")
+	}
+	s, err := newConsoleSite("Provider console", opts)
+	if err != nil {
+		return nil, err
+	}
+	p := &ProviderConsole{site: s, backend: backend}
+	s.subscribe = backend.Subscribe
+	s.render = p.renderLive
+	return p, nil
+}
+
+// Mount registers the console's routes on app.
+func (p *ProviderConsole) Mount(app *fiber.App) {
+	protect := p.site.mountCommon(app)
+	p.site.route(app, fiber.MethodGet, "/", protect, p.get)
+	p.site.route(app, fiber.MethodPost, "/sharing", protect, p.postSharing)
+}
+
+// App returns a new Fiber app (see NewApp) with the console mounted.
+func (p *ProviderConsole) App() *fiber.App {
+	app := NewApp()
+	p.Mount(app)
+	return app
+}
+
+// Run pushes status changes to connected browsers until ctx is done.
+func (p *ProviderConsole) Run(ctx context.Context) error { return p.site.run(ctx) }
+
+// DropClients disconnects every browser; they reconnect by themselves.
+func (p *ProviderConsole) DropClients(ctx context.Context) { p.site.hub.DropAll(ctx) }
+
+var providerFlash = map[string]string{
+	"sharing": "Applied. The new configuration was advertised to the broker.",
+}
+
+func (p *ProviderConsole) get(c *fiber.Ctx) error {
+	cfg, err := p.backend.SharingConfig(c.UserContext())
+	if err != nil {
+		return p.unavailable(c, err)
+	}
+	return p.render(c, fiber.StatusOK, sharingFormFromConfig(cfg), nil, providerFlash[c.Query("ok")], "")
+}
+
+func (p *ProviderConsole) render(c *fiber.Ctx, code int, form views.SharingForm, errs views.FieldErrors, ok, bad string) error {
+	st, err := p.backend.Status(c.UserContext())
+	if err != nil {
+		return p.unavailable(c, err)
+	}
+	vm := views.ProviderConsole{Status: providerStatusView(p.site.clock.Now(), st), Form: form, Errors: errs, Flash: ok, FormError: bad}
+	return p.site.renderPage(c, code, views.ProviderPage(p.site.page(c, "Provider console", st.ClusterID, true), vm))
+}
+
+func (p *ProviderConsole) unavailable(c *fiber.Ctx, err error) error {
+	p.site.log.Error("provider console: agent state unavailable", "err", err)
+	return fiber.NewError(fiber.StatusServiceUnavailable, "the provider agent's state is unavailable; retry shortly")
+}
+
+func (p *ProviderConsole) postSharing(c *fiber.Ctx) error {
+	if err := p.site.checkWrite(c); err != nil {
+		return p.site.csrfRefused(c, err)
+	}
+	form := sharingFormFromRequest(c)
+	cfg, errs := parseSharing(c)
+	if len(errs) > 0 {
+		return p.render(c, fiber.StatusUnprocessableEntity, form, errs, "", "")
+	}
+	if err := p.backend.ApplySharing(c.UserContext(), cfg); err != nil {
+		p.site.log.Warn("provider console: apply sharing failed", "err", err)
+		return p.render(c, fiber.StatusBadGateway, form, nil, "", "Not applied: "+err.Error())
+	}
+	p.site.log.Info("provider console: sharing configuration applied", "remote", c.IP())
+	return c.Redirect(p.site.path("/?ok=sharing"), fiber.StatusSeeOther)
+}
+
+func (p *ProviderConsole) renderLive(ctx context.Context) (templ.Component, error) {
+	st, err := p.backend.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := providerStatusView(p.site.clock.Now(), st)
+	return templ.Join(views.ProviderStatusPanel(v), views.ProviderLoans(v)), nil
+}
+
+// consoleResource is a resource the form prices and caps.
+type consoleResource struct {
+	key   string // form field suffix
+	name  corev1.ResourceName
+	label string
+	unit  string
+	// example is shown in validation messages.
+	example string
+}
+
+var consoleResources = []consoleResource{
+	{"cpu", corev1.ResourceCPU, "CPU", "per core-hour", "4 or 500m"},
+	{"memory", corev1.ResourceMemory, "Memory", "per GiB-hour", "8Gi"},
+	{"gpu", "nvidia.com/gpu", "GPU", "per GPU-hour", "1"},
+}
+
+func sharingFormFromConfig(cfg SharingConfig) views.SharingForm {
+	f := views.SharingForm{Renewable: cfg.Renewable}
+	for _, r := range consoleResources {
+		pf := views.PriceField{Name: "price_" + r.key, Label: r.label + " price", Unit: r.unit}
+		if q, ok := cfg.UnitPrices[r.name]; ok {
+			pf.Value = q.String()
+		}
+		f.Prices = append(f.Prices, pf)
+		mode, val := "none", ""
+		if pct, ok := cfg.CapacityScalePercent[string(r.name)]; ok {
+			mode, val = "percent", strconv.Itoa(int(pct))
+		} else if q, ok := cfg.CapacityFixed[r.name]; ok {
+			mode, val = "fixed", q.String()
+		}
+		f.Caps = append(f.Caps, capField(r, mode, val))
+	}
+	f.Allowed = strings.Join(cfg.Sharing.AllowedConsumers, ", ")
+	f.Denied = strings.Join(cfg.Sharing.DeniedConsumers, ", ")
+	f.Quota = strconv.Itoa(int(cfg.Sharing.MaxChunksPerConsumer))
+	return f
+}
+
+func capField(r consoleResource, mode, val string) views.CapField {
+	cf := views.CapField{Resource: r.label, ModeName: "cap_mode_" + r.key, ValueName: "cap_value_" + r.key, Value: val}
+	for _, m := range [][2]string{{"none", "no cap"}, {"percent", "% of allocatable"}, {"fixed", "fixed amount"}} {
+		cf.Modes = append(cf.Modes, views.Option{Value: m[0], Label: m[1], Selected: m[0] == mode})
+	}
+	return cf
+}
+
+// sharingFormFromRequest echoes what was submitted, for re-display.
+func sharingFormFromRequest(c *fiber.Ctx) views.SharingForm {
+	f := views.SharingForm{
+		Renewable: formValue(c, "renewable") == "on",
+		Allowed:   formValue(c, "allowed"), Denied: formValue(c, "denied"), Quota: formValue(c, "quota"),
+	}
+	for _, r := range consoleResources {
+		f.Prices = append(f.Prices, views.PriceField{
+			Name: "price_" + r.key, Label: r.label + " price", Unit: r.unit, Value: formValue(c, "price_"+r.key),
+		})
+		f.Caps = append(f.Caps, capField(r, formValue(c, "cap_mode_"+r.key), formValue(c, "cap_value_"+r.key)))
+	}
+	return f
+}
+
+// clusterIDPattern accepts Kubernetes-style names (DNS-1123 subdomain).
+var clusterIDPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
+
+const maxListedConsumers = 100
+
+// parseSharing validates the sharing form; errs maps field → message.
+func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
+	errs := views.FieldErrors{}
+	cfg := SharingConfig{
+		UnitPrices:           corev1.ResourceList{},
+		CapacityScalePercent: map[string]int32{},
+		CapacityFixed:        corev1.ResourceList{},
+		Renewable:            formValue(c, "renewable") == "on",
+	}
+	for _, r := range consoleResources {
+		field := "price_" + r.key
+		if v := strings.TrimSpace(formValue(c, field)); v != "" {
+			q, err := resource.ParseQuantity(v)
+			switch {
+			case err != nil:
+				errs[field] = fmt.Sprintf("%s price: %q is not a number; write a decimal such as 0.02", r.label, v)
+			case q.Sign() < 0:
+				errs[field] = fmt.Sprintf("%s price: must not be negative", r.label)
+			default:
+				cfg.UnitPrices[r.name] = q
+			}
+		}
+		mode := formValue(c, "cap_mode_"+r.key)
+		vfield := "cap_value_" + r.key
+		v := strings.TrimSpace(formValue(c, vfield))
+		switch mode {
+		case "", "none":
+		case "percent":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100 {
+				errs[vfield] = fmt.Sprintf("%s cap: a percentage must be a whole number from 1 to 100", r.label)
+				break
+			}
+			cfg.CapacityScalePercent[string(r.name)] = int32(n)
+		case "fixed":
+			q, err := resource.ParseQuantity(v)
+			if err != nil || q.Sign() <= 0 {
+				errs[vfield] = fmt.Sprintf("%s cap: a fixed cap must be a positive amount such as %s", r.label, r.example)
+				break
+			}
+			cfg.CapacityFixed[r.name] = q
+		default:
+			errs[vfield] = fmt.Sprintf("%s cap: unknown cap mode %q", r.label, mode)
+		}
+	}
+	var err string
+	if cfg.Sharing.AllowedConsumers, err = parseClusterList(formValue(c, "allowed")); err != "" {
+		errs["allowed"] = "Allowed consumers: " + err
+	}
+	if cfg.Sharing.DeniedConsumers, err = parseClusterList(formValue(c, "denied")); err != "" {
+		errs["denied"] = "Denied consumers: " + err
+	}
+	if q := strings.TrimSpace(formValue(c, "quota")); q != "" {
+		n, perr := strconv.Atoi(q)
+		if perr != nil || n < 0 || n > 10000 {
+			errs["quota"] = "Chunks per consumer: a whole number from 0 (no limit) to 10000"
+		} else {
+			cfg.Sharing.MaxChunksPerConsumer = int32(n)
+		}
+	}
+	return cfg, errs
+}
+
+func parseClusterList(s string) ([]string, string) {
+	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
+	if len(fields) > maxListedConsumers {
+		return nil, fmt.Sprintf("at most %d cluster ids", maxListedConsumers)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range fields {
+		if len(f) > 253 || !clusterIDPattern.MatchString(f) {
+			return nil, fmt.Sprintf("%q is not a valid cluster id (lower-case letters, digits, '-' and '.')", f)
+		}
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out, ""
+}
+
+func providerStatusView(now time.Time, st ProviderStatus) views.ProviderStatus {
+	v := views.ProviderStatus{ClusterID: st.ClusterID, Broker: "advertised", BrokerClass: "ok"}
+	if st.LastAdvertised.IsZero() {
+		v.Broker, v.BrokerClass = "not advertised yet", "warn"
+	}
+	if st.BrokerError != "" {
+		v.Broker, v.BrokerClass = "broker unreachable", "bad"
+	}
+	coords := dash
+	if st.Topology.HasCoordinates() {
+		coords = fmt.Sprintf("%.4f, %.4f", st.Topology.Latitude, st.Topology.Longitude)
+	}
+	v.Facts = []views.KV{
+		{Label: "Cluster", Value: st.ClusterID},
+		{Label: "Location (discovered)", Value: topologyLocation(st.Topology)},
+		{Label: "Coordinates", Value: coords},
+		{Label: "Carbon intensity now", Value: carbon(st.CarbonIntensity)},
+		{Label: "Carbon, weighted 6 h", Value: carbon(st.CarbonWeighted)},
+		{Label: "Last advertisement", Value: ago(now, st.LastAdvertised)},
+	}
+	if st.BrokerError != "" {
+		v.Facts = append(v.Facts, views.KV{Label: "Broker error", Value: st.BrokerError})
+	}
+	keys := make([]string, 0, len(st.Resources))
+	for k := range st.Resources {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		q := st.Resources[corev1.ResourceName(k)]
+		v.Capacity = append(v.Capacity, views.KV{Label: k, Value: q.String()})
+	}
+	if len(v.Capacity) == 0 {
+		v.Capacity = []views.KV{{Label: "allocatable", Value: dash}}
+	}
+	v.Chunks = chunkRows(st.Chunks, func(api.ChunkType) string { return "" })
+	loans := append([]Loan(nil), st.Loans...)
+	sort.Slice(loans, func(i, j int) bool { return loans[i].Since.After(loans[j].Since) })
+	for _, l := range loans {
+		v.Loans = append(v.Loans, views.LoanRow{
+			Reservation: l.ReservationID, Consumer: l.ConsumerClusterID, Chunks: chunksLabel(l.ChunkCount, l.ChunkType),
+			Phase: string(l.Phase), PhaseClass: phaseClass(l.Phase), Since: ago(now, l.Since),
+		})
+	}
+	return v
+}

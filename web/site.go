@@ -1,0 +1,240 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/gofiber/fiber/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/federation-autoscaler/federation-autoscaler/assets"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
+	"github.com/federation-autoscaler/federation-autoscaler/web/live"
+	"github.com/federation-autoscaler/federation-autoscaler/web/views"
+)
+
+// site holds what the dashboard and both consoles share: the route prefix,
+// optional login, the live hub and its publisher.
+type site struct {
+	prefix  string
+	title   string
+	authn   *auth.Authenticator // nil: no login
+	hub     *live.Hub
+	log     *slog.Logger
+	clock   clock.WithTicker
+	refresh time.Duration
+	wsOpts  live.WSOptions
+	// life bounds websocket connections; cancelled when Run returns.
+	life       context.Context
+	lifeCancel context.CancelFunc
+	// render builds the live fragment broadcast to every client.
+	render func(ctx context.Context) (templ.Component, error)
+	// subscribe is the backend's change signal.
+	subscribe func(ctx context.Context) <-chan struct{}
+}
+
+func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, refresh time.Duration) (*site, error) {
+	if prefix != "" {
+		if !strings.HasPrefix(prefix, "/") || strings.HasSuffix(prefix, "/") {
+			return nil, errors.New("web: the path prefix must start with / and not end with / (or be empty)")
+		}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	if refresh <= 0 {
+		refresh = 5 * time.Second
+	}
+	life, cancel := context.WithCancel(context.Background())
+	return &site{
+		prefix: prefix, title: title, log: log, clock: clk, refresh: refresh,
+		hub:    live.NewHub(log, live.DefaultClientBuffer),
+		wsOpts: live.WSOptions{Log: log},
+		life:   life, lifeCancel: cancel,
+	}, nil
+}
+
+func (s *site) path(p string) string { return s.prefix + p }
+
+func (s *site) page(c *fiber.Ctx, heading, who string, withWS bool) views.Page {
+	p := views.Page{Title: heading + " · " + s.title, Heading: heading, Who: who, Base: s.prefix}
+	if withWS {
+		p.WSPath = s.path("/ws")
+	}
+	if sess, ok := auth.SessionOf(c); ok {
+		p.CSRF = sess.CSRF
+		p.LoggedIn = true
+	}
+	return p
+}
+
+// mountCommon registers static assets, login/logout and the websocket, and
+// returns the middleware protecting pages (a pass-through without login).
+func (s *site) mountCommon(app *fiber.App) (protect fiber.Handler) {
+	hdr := auth.SecurityHeaders()
+	app.Get(s.path("/static/:name"), hdr, s.static)
+	protect = func(c *fiber.Ctx) error { return c.Next() }
+	wsProtect := protect
+	if s.authn != nil {
+		protect = s.authn.Require(func(c *fiber.Ctx) error {
+			next := string(c.Request().URI().RequestURI())
+			return c.Redirect(s.path("/login")+"?next="+url.QueryEscape(next), fiber.StatusSeeOther)
+		})
+		wsProtect = s.authn.Require(func(c *fiber.Ctx) error {
+			return fiber.NewError(fiber.StatusUnauthorized, "log in first")
+		})
+		app.Get(s.path("/login"), hdr, s.loginForm)
+		app.Post(s.path("/login"), hdr, s.login)
+		app.Post(s.path("/logout"), hdr, protect, s.logout)
+	}
+	app.Get(s.path("/ws"), wsProtect, live.Handler(s.life, s.hub, s.wsOpts))
+	return protect
+}
+
+// route registers a page or form handler behind the security headers and
+// the session check.
+func (s *site) route(app *fiber.App, method, p string, protect, h fiber.Handler) {
+	app.Add(method, s.path(p), auth.SecurityHeaders(), protect, h)
+}
+
+func (s *site) static(c *fiber.Ctx) error {
+	name := path.Clean(c.Params("name"))
+	b, err := fs.ReadFile(assets.FS(), name)
+	if err != nil {
+		return fiber.ErrNotFound
+	}
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	c.Set(fiber.HeaderContentType, ct)
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	return c.Send(b)
+}
+
+func (s *site) loginForm(c *fiber.Ctx) error {
+	if _, ok := s.authn.Current(c); ok {
+		return c.Redirect(auth.SafeNext(c.Query("next")), fiber.StatusSeeOther)
+	}
+	return s.renderPage(c, fiber.StatusOK, views.LoginPage(s.page(c, "Log in", "", false), views.Login{
+		Next: auth.SafeNext(c.Query("next")),
+		Hint: "The token was printed once when this console first started.",
+	}))
+}
+
+func (s *site) login(c *fiber.Ctx) error {
+	next := auth.SafeNext(formValue(c, "next"))
+	if _, err := s.authn.Login(c, formValue(c, "token")); err != nil {
+		s.log.Info("console login refused", "remote", c.IP())
+		msg := "Login refused: the access token is not correct. Check the token printed when the console first started."
+		if !errors.Is(err, auth.ErrBadToken) {
+			msg = "Login failed: " + err.Error()
+		}
+		return s.renderPage(c, fiber.StatusUnauthorized, views.LoginPage(s.page(c, "Log in", "", false), views.Login{
+			Next: next, Error: msg,
+		}))
+	}
+	return c.Redirect(s.path(strings.TrimPrefix(next, s.prefix)), fiber.StatusSeeOther)
+}
+
+func (s *site) logout(c *fiber.Ctx) error {
+	sess, _ := auth.SessionOf(c)
+	if err := auth.CheckCSRF(c, sess); err != nil {
+		return s.csrfRefused(c, err)
+	}
+	s.authn.Logout(c)
+	return c.Redirect(s.path("/login"), fiber.StatusSeeOther)
+}
+
+// csrfRefused answers a write without a valid CSRF token: 403 and a page
+// saying why.
+func (s *site) csrfRefused(c *fiber.Ctx, err error) error {
+	s.log.Info("write refused: CSRF token missing or wrong", "path", c.Path(), "remote", c.IP())
+	return s.renderPage(c, fiber.StatusForbidden, views.ProblemPage(s.page(c, "Request refused", "", false), views.Problem{
+		Title:   "Request refused",
+		Message: "Refused: " + err.Error() + ".",
+		Back:    s.path("/"),
+	}))
+}
+
+// checkWrite verifies the session's CSRF token on a write.
+func (s *site) checkWrite(c *fiber.Ctx) error {
+	sess, ok := auth.SessionOf(c)
+	if !ok {
+		return fiber.ErrUnauthorized
+	}
+	return auth.CheckCSRF(c, sess)
+}
+
+func (s *site) renderPage(c *fiber.Ctx, status int, comp templ.Component) error {
+	var buf bytes.Buffer
+	if err := comp.Render(c.UserContext(), &buf); err != nil {
+		s.log.Error("render page", "path", c.Path(), "err", err)
+		return fiber.NewError(fiber.StatusInternalServerError, "the page could not be rendered")
+	}
+	c.Status(status)
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	return c.Send(buf.Bytes())
+}
+
+// Run publishes the live fragment: at start, on every change signal and
+// every refresh period (so ages stay current), until ctx is done.
+func (s *site) run(ctx context.Context) error {
+	defer s.lifeCancel()
+	hubDone := make(chan struct{})
+	go func() { defer close(hubDone); s.hub.Run(ctx) }()
+	defer func() { <-hubDone }()
+	changes := s.subscribe(ctx)
+	tick := s.clock.NewTicker(s.refresh)
+	defer tick.Stop()
+	s.publish(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-changes:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errors.New("web: the backend closed its change subscription")
+			}
+			s.publish(ctx)
+		case <-tick.C():
+			s.publish(ctx)
+		}
+	}
+}
+
+func (s *site) publish(ctx context.Context) {
+	comp, err := s.render(ctx)
+	if err != nil {
+		s.log.Warn("live update: backend state unavailable", "err", err)
+		return
+	}
+	var buf bytes.Buffer
+	if err := comp.Render(ctx, &buf); err != nil {
+		s.log.Error("live update: render", "err", err)
+		return
+	}
+	s.hub.Broadcast(ctx, buf.Bytes())
+}
+
+// formValue returns a copy of a form field: Fiber's strings alias buffers
+// that are reused after the request, and form values are stored.
+func formValue(c *fiber.Ctx, name string) string {
+	return strings.Clone(c.FormValue(name))
+}

@@ -1,0 +1,163 @@
+package views
+
+// KV is a labelled value.
+type KV struct {
+	Label string
+	Value string
+}
+
+// Option is a select option.
+type Option struct {
+	Value    string
+	Label    string
+	Selected bool
+}
+
+// ProviderConsole is the provider console page.
+type ProviderConsole struct {
+	Status ProviderStatus
+	Form   SharingForm
+	Errors FieldErrors
+	// Flash confirms a successful write; FormError explains a failed one.
+	Flash     string
+	FormError string
+}
+
+// ProviderStatus is the live part of the provider console.
+type ProviderStatus struct {
+	ClusterID      string
+	Facts          []KV
+	Capacity       []KV
+	Chunks         []ChunkTypeRow
+	Loans          []LoanRow
+	LastAdvertised string
+	Broker         string
+	BrokerClass    string
+}
+
+// LoanRow is what the provider lends now, and to whom.
+type LoanRow struct {
+	Reservation string
+	Consumer    string
+	Chunks      string
+	Phase       string
+	PhaseClass  string
+	Since       string
+}
+
+// SharingForm is the provider's sharing configuration form.
+type SharingForm struct {
+	Prices    []PriceField
+	Caps      []CapField
+	Renewable bool
+	Allowed   string
+	Denied    string
+	Quota     string
+}
+
+// PriceField is a unit price input.
+type PriceField struct {
+	Name  string
+	Label string
+	Unit  string
+	Value string
+}
+
+// CapField is a capacity cap of one resource.
+type CapField struct {
+	Resource  string
+	ModeName  string
+	ValueName string
+	Modes     []Option
+	Value     string
+}
+
+// ConsumerConsole is the consumer console page.
+type ConsumerConsole struct {
+	Status    ConsumerStatus
+	Policy    PolicyForm
+	Workload  *WorkloadForm
+	Reserve   ReserveForm
+	Errors    FieldErrors
+	Flash     string
+	FormError string
+	CSRF      string
+}
+
+// ConsumerStatus is the live part of the consumer console.
+type ConsumerStatus struct {
+	ClusterID    string
+	Facts        []KV
+	RTTs         []RTTRow
+	Groups       []GroupRow
+	Reservations []ConsumerReservationRow
+	Nodes        []NodeRow
+	Workload     string
+}
+
+// RTTRow is a measured round-trip time.
+type RTTRow struct {
+	Provider string
+	RTT      string
+	Chosen   bool
+}
+
+// GroupRow is a node group offered to the consumer.
+type GroupRow struct {
+	ID       string
+	Provider string
+	Type     string
+	Cost     string
+	Metric   string
+	Reserved string
+}
+
+// ConsumerReservationRow is a reservation the consumer holds.
+type ConsumerReservationRow struct {
+	ID         string
+	Provider   string
+	Chunks     string
+	Phase      string
+	PhaseClass string
+	Origin     string
+	Created    string
+	Releasable bool
+}
+
+// NodeRow is a virtual node.
+type NodeRow struct {
+	Name        string
+	Reservation string
+	Provider    string
+	State       string
+	StateClass  string
+	Since       string
+}
+
+// PolicyForm selects the placement policy.
+type PolicyForm struct {
+	Policies []Option
+	Weights  []WeightField
+}
+
+// WeightField is one Weighted-policy slider.
+type WeightField struct {
+	Name  string
+	Label string
+	Value string
+}
+
+// WorkloadForm is the demo workload switch.
+type WorkloadForm struct {
+	Enabled  bool
+	Replicas string
+	CPU      string
+	Memory   string
+}
+
+// ReserveForm creates a manual reservation.
+type ReserveForm struct {
+	Providers  []Option
+	ChunkTypes []Option
+	Count      string
+}

@@ -1,0 +1,200 @@
+// Package views holds the templ components of the dashboard and the consoles
+// and the display-shaped view models they render. Components receive
+// ready-to-print values only; web/ builds the models from backend data.
+package views
+
+import (
+	"sort"
+	"strconv"
+)
+
+// Page is the frame around every page.
+type Page struct {
+	Title   string
+	Heading string
+	// Who names the console (cluster id) in the header.
+	Who string
+	// Base is the path prefix of every route ("" or "/dash").
+	Base string
+	// WSPath is the websocket path of live updates; empty disables them.
+	WSPath string
+	// CSRF is the session's CSRF token (empty when not logged in).
+	CSRF string
+	// LoggedIn shows the logout button.
+	LoggedIn bool
+}
+
+// Stat is one big number.
+type Stat struct {
+	Label string
+	Value string
+}
+
+// Dashboard is the broker dashboard.
+type Dashboard struct {
+	GeneratedAt  string
+	Stats        []Stat
+	ChunkTypes   []ChunkTypeRow
+	Providers    []ProviderRow
+	Consumers    []ConsumerRow
+	Reservations []ReservationRow
+	Instructions []InstructionRow
+	Charts       []Chart
+	Legend       []LegendItem
+	Warnings     []string
+}
+
+// ChunkTypeRow totals one chunk type.
+type ChunkTypeRow struct {
+	Type      string
+	Size      string
+	Total     int32
+	Reserved  int32
+	Available int32
+}
+
+// ProviderRow is a provider of the dashboard.
+type ProviderRow struct {
+	ID        string
+	Location  string
+	Price     string
+	Carbon    string
+	Renewable bool
+	Sharing   string
+	Free      int32
+	Reserved  int32
+	Total     int32
+	Freshness string
+	// Health is "ok", "warn" (stale) or "bad" (unavailable).
+	Health      string
+	HealthLabel string
+}
+
+// ConsumerRow is a consumer of the dashboard.
+type ConsumerRow struct {
+	ID       string
+	Location string
+	Policy   string
+	Chosen   string
+	RTT      string
+	LastSeen string
+}
+
+// ReservationRow is a reservation with its phase timeline.
+type ReservationRow struct {
+	ID         string
+	Consumer   string
+	Provider   string
+	Chunks     string
+	Phase      string
+	PhaseClass string
+	Nodes      string
+	Created    string
+	Timeline   []Step
+}
+
+// Step is one phase of a timeline.
+type Step struct {
+	Phase   string
+	At      string
+	Title   string
+	Current bool
+}
+
+// InstructionRow is an instruction in flight.
+type InstructionRow struct {
+	ID          string
+	Kind        string
+	Reservation string
+	Target      string
+	Attempts    int32
+	Issued      string
+	Expires     string
+	State       string
+	Message     string
+}
+
+// LegendItem names a chart series colour.
+type LegendItem struct {
+	Name  string
+	Color string
+}
+
+// Chart is a precomputed SVG line chart.
+type Chart struct {
+	ID      string
+	Title   string
+	Unit    string
+	Empty   bool
+	Lines   []Polyline
+	YTicks  []Tick
+	XTicks  []Tick
+	Width   int
+	Height  int
+	PlotTop int
+	// PlotLeft/PlotRight/PlotBottom frame the plot area.
+	PlotLeft, PlotRight, PlotBottom int
+}
+
+// Polyline is one series.
+type Polyline struct {
+	Name   string
+	Color  string
+	Points string
+	// LastX/LastY mark the latest sample.
+	LastX, LastY string
+}
+
+// Tick is an axis label at a position.
+type Tick struct {
+	Pos   string
+	Label string
+}
+
+// Login is the login page.
+type Login struct {
+	Next  string
+	Error string
+	// Hint tells where the token comes from.
+	Hint string
+}
+
+// Problem is a refused request explained on a page (CSRF, errors).
+type Problem struct {
+	Title   string
+	Message string
+	Back    string
+}
+
+// FieldErrors maps a form field name to its error message.
+type FieldErrors map[string]string
+
+// Has reports whether the form has errors.
+func (e FieldErrors) Has() bool { return len(e) > 0 }
+
+// Invalid returns "true" for the aria-invalid attribute of a field with an
+// error, else "false".
+func (e FieldErrors) Invalid(field string) string {
+	if _, ok := e[field]; ok {
+		return "true"
+	}
+	return "false"
+}
+
+func itoa[T ~int | ~int32 | ~int64](v T) string { return strconv.FormatInt(int64(v), 10) }
+
+func viewBox(c Chart) string { return "0 0 " + itoa(c.Width) + " " + itoa(c.Height) }
+
+// sortedErrors lists the messages of errs in field order.
+func sortedErrors(errs FieldErrors) []string {
+	keys := make([]string, 0, len(errs))
+	for k := range errs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]string, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, errs[k])
+	}
+	return out
+}
