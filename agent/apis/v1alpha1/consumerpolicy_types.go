@@ -1,0 +1,83 @@
+package v1alpha1
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// PlacementStrategy is how the broker ranks providers for a consumer.
+// +kubebuilder:validation:Enum=Standard;Price;Eco;Latency;Weighted
+type PlacementStrategy string
+
+// Placement strategies. Weighted is this project's extension of the
+// reference's four.
+const (
+	PlacementStandard PlacementStrategy = "Standard"
+	PlacementPrice    PlacementStrategy = "Price"
+	PlacementEco      PlacementStrategy = "Eco"
+	PlacementLatency  PlacementStrategy = "Latency"
+	PlacementWeighted PlacementStrategy = "Weighted"
+)
+
+// PlacementWeights are the Weighted strategy's relative metric weights. Each
+// is ≥ 0 and they need not sum to 1; a weight left out counts as 0. They are
+// numbers (not Quantities) because they are relative factors that are never
+// compared for equality, and they map one to one onto the heartbeat's
+// weights.
+type PlacementWeights struct {
+	// Price weighs the provider's price for one chunk (cheaper is better).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Price float64 `json:"price,omitempty"`
+	// Carbon weighs the provider's carbon intensity (cleaner is better).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Carbon float64 `json:"carbon,omitempty"`
+	// Distance weighs the distance to the provider (closer is better).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Distance float64 `json:"distance,omitempty"`
+	// FreeCapacity weighs the provider's free chunks (more is better).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	FreeCapacity float64 `json:"freeCapacity,omitempty"`
+}
+
+// Placement is a consumer's placement policy.
+type Placement struct {
+	// Type is the strategy the broker applies.
+	// +optional
+	Type PlacementStrategy `json:"type,omitempty"`
+	// Weights is read only when Type is Weighted.
+	// +optional
+	Weights *PlacementWeights `json:"weights,omitempty"`
+}
+
+// ConsumerPolicySpec is a consumer's placement policy.
+type ConsumerPolicySpec struct {
+	// Placement is sent in every heartbeat.
+	// +optional
+	Placement Placement `json:"placement,omitempty"`
+}
+
+// ConsumerPolicy tells the broker how to choose providers for this consumer.
+// The consumer agent reads the policies of its own namespace; when there are
+// several the lowest name wins, when there is none the heartbeat carries no
+// placement. It has no status.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:shortName=cpolicy,categories=federation-autoscaler
+// +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.spec.placement.type`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ConsumerPolicy struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec ConsumerPolicySpec `json:"spec,omitempty"`
+}
+
+// ConsumerPolicyList is a list of ConsumerPolicy.
+//
+// +kubebuilder:object:root=true
+type ConsumerPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ConsumerPolicy `json:"items"`
+}
