@@ -412,3 +412,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeErr(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, api.ErrorResponse{Code: code, Message: msg})
 }
+
+// VirtualNodes returns every virtual node, sorted by reservation id.
+func (a *Agent) VirtualNodes() []localapi.VirtualNode {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]localapi.VirtualNode, 0, len(a.vns))
+	for _, vn := range a.vns {
+		out = append(out, *vn)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ReservationID < out[j].ReservationID })
+	return out
+}

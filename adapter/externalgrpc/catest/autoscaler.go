@@ -1,0 +1,395 @@
+// Package catest plays the Cluster Autoscaler's externalgrpc client against
+// an adapter, the way the fact sheet in docs/adapter.md describes it:
+// Refresh at the start of every loop, NodeGroups once per loop,
+// NodeGroupForNode cached per loop (empty answers never cached), templates
+// decoded from the field the chosen CA generation reads, instance ids
+// matched to node providerIDs, fake nodes (name = providerID = instance id)
+// for unregistered instances, DeleteNodes for failed and timed-out
+// instances, DecreaseTargetSize with negative deltas when the target stays
+// above the registered nodes. Conformance tests drive it against a fake or
+// a real consumer agent.
+package catest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/protos"
+)
+
+// Node is a cluster node as CA sees it.
+type Node struct {
+	Name       string
+	ProviderID string
+}
+
+// Cluster lists the consumer cluster's nodes.
+type Cluster interface {
+	Nodes(ctx context.Context) ([]Node, error)
+}
+
+// ClusterFunc adapts a function to Cluster.
+type ClusterFunc func(ctx context.Context) ([]Node, error)
+
+// Nodes implements Cluster.
+func (f ClusterFunc) Nodes(ctx context.Context) ([]Node, error) { return f(ctx) }
+
+// Generation selects which template field the client reads.
+type Generation int
+
+// CA generations.
+const (
+	CA132 Generation = iota // reads NodeGroupTemplateNodeInfoResponse field 1
+	CA135                   // reads field 2
+)
+
+// Autoscaler is a small CA-like loop. Set the exported fields, then call
+// RunOnce per scan interval.
+type Autoscaler struct {
+	Client  protos.CloudProviderClient
+	Cluster Cluster
+	Now     func() time.Time
+	// Generation picks the template field read.
+	Generation Generation
+	// MaxNodeProvisionTime: unregistered instances older than this are
+	// deleted, and a target above the registered count that old is
+	// decreased (CA's --max-node-provision-time).
+	MaxNodeProvisionTime time.Duration
+	// CallTimeout is CA's grpc_timeout (default 5 s).
+	CallTimeout time.Duration
+	// SkipUnregisteredRemoval models a CA whose instance cache is stale:
+	// unregistered instances are not deleted, so the size fix
+	// (DecreaseTargetSize) is what corrects the target.
+	SkipUnregisteredRemoval bool
+
+	unregisteredSince map[string]time.Time
+	sizeWrongSince    map[string]time.Time
+	// Calls counts RPCs by name.
+	Calls map[string]int
+}
+
+// Group is one node group after a loop.
+type Group struct {
+	ID           string
+	Min, Max     int32
+	Target       int32
+	Registered   []Node
+	Unregistered []string // instance ids without a node
+	Failed       []string
+	Deleting     []string
+	// Template is the decoded template node.
+	Template *corev1.Node
+}
+
+// Loop is what one RunOnce saw and did.
+type Loop struct {
+	Groups    map[string]*Group
+	Order     []string // group ids in NodeGroups order
+	Increased map[string]int32
+	Deleted   map[string][]string // group → instance ids / node names deleted
+	Decreased map[string]int32
+}
+
+// Registered counts registered nodes across groups.
+func (l *Loop) Registered() int {
+	n := 0
+	for _, g := range l.Groups {
+		n += len(g.Registered)
+	}
+	return n
+}
+
+// Targets sums the target sizes.
+func (l *Loop) Targets() int32 {
+	var n int32
+	for _, g := range l.Groups {
+		n += g.Target
+	}
+	return n
+}
+
+func (a *Autoscaler) call(ctx context.Context, name string) (context.Context, context.CancelFunc) {
+	if a.Calls == nil {
+		a.Calls = map[string]int{}
+	}
+	a.Calls[name]++
+	to := a.CallTimeout
+	if to <= 0 {
+		to = 5 * time.Second
+	}
+	return context.WithTimeout(ctx, to)
+}
+
+// RunOnce runs one loop towards want borrowed nodes in total. Scale-up
+// picks groups in NodeGroups order, bounded by their max; scale-down
+// deletes registered nodes, last group first.
+func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
+	if a.unregisteredSince == nil {
+		a.unregisteredSince = map[string]time.Time{}
+		a.sizeWrongSince = map[string]time.Time{}
+	}
+	now := a.Now()
+	loop := &Loop{Groups: map[string]*Group{}, Increased: map[string]int32{}, Deleted: map[string][]string{}, Decreased: map[string]int32{}}
+
+	// 1. Refresh must succeed, or the whole loop aborts.
+	c, cancel := a.call(ctx, "Refresh")
+	_, err := a.Client.Refresh(c, &protos.RefreshRequest{})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("Refresh failed (CA aborts the loop): %w", err)
+	}
+	// 2. NodeGroups, once per loop.
+	c, cancel = a.call(ctx, "NodeGroups")
+	ngs, err := a.Client.NodeGroups(c, &protos.NodeGroupsRequest{})
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("NodeGroups: %w", err)
+	}
+	for _, g := range ngs.GetNodeGroups() {
+		if g.GetMinSize() > g.GetMaxSize() {
+			return nil, fmt.Errorf("group %s: min %d > max %d", g.GetId(), g.GetMinSize(), g.GetMaxSize())
+		}
+		loop.Groups[g.GetId()] = &Group{ID: g.GetId(), Min: g.GetMinSize(), Max: g.GetMaxSize()}
+		loop.Order = append(loop.Order, g.GetId())
+	}
+	// 3. Every node → its group (cached per loop; empty answers not cached).
+	nodes, err := a.Cluster.Nodes(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	byProviderID := map[string]Node{}
+	for _, n := range nodes {
+		g, err := a.groupForNode(ctx, &protos.ExternalGrpcNode{Name: n.Name, ProviderID: n.ProviderID})
+		if err != nil {
+			return nil, err
+		}
+		if g == "" {
+			continue
+		}
+		grp, ok := loop.Groups[g]
+		if !ok {
+			return nil, fmt.Errorf("node %s maps to group %s that NodeGroups did not list", n.Name, g)
+		}
+		grp.Registered = append(grp.Registered, n)
+		byProviderID[n.ProviderID] = n
+	}
+	// 4. Per group: target, instances, matching.
+	for _, id := range loop.Order {
+		g := loop.Groups[id]
+		c, cancel := a.call(ctx, "NodeGroupTargetSize")
+		ts, err := a.Client.NodeGroupTargetSize(c, &protos.NodeGroupTargetSizeRequest{Id: id})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("TargetSize %s: %w", id, err)
+		}
+		g.Target = ts.GetTargetSize()
+		if g.Target < g.Min || g.Target > g.Max {
+			return nil, fmt.Errorf("group %s: target %d outside [%d, %d]", id, g.Target, g.Min, g.Max)
+		}
+		c, cancel = a.call(ctx, "NodeGroupNodes")
+		insts, err := a.Client.NodeGroupNodes(c, &protos.NodeGroupNodesRequest{Id: id})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("NodeGroupNodes %s: %w", id, err)
+		}
+		for _, in := range insts.GetInstances() {
+			st := in.GetStatus()
+			switch {
+			case st.GetInstanceState() == protos.InstanceStatus_instanceDeleting:
+				g.Deleting = append(g.Deleting, in.GetId())
+			case st.GetErrorInfo().GetErrorCode() != "":
+				g.Failed = append(g.Failed, in.GetId())
+			default:
+				if _, ok := byProviderID[in.GetId()]; !ok {
+					g.Unregistered = append(g.Unregistered, in.GetId())
+				}
+			}
+		}
+	}
+	// 5. Failed creations and unregistered instances past the provision
+	// time are deleted through fake nodes.
+	for _, id := range loop.Order {
+		g := loop.Groups[id]
+		var victims []string
+		victims = append(victims, g.Failed...)
+		for _, inst := range g.Unregistered {
+			since, ok := a.unregisteredSince[inst]
+			if !ok {
+				a.unregisteredSince[inst] = now
+				continue
+			}
+			if !a.SkipUnregisteredRemoval && now.Sub(since) >= a.MaxNodeProvisionTime && g.Target > g.Min {
+				victims = append(victims, inst)
+			}
+		}
+		if len(victims) == 0 {
+			continue
+		}
+		fake := make([]*protos.ExternalGrpcNode, 0, len(victims))
+		for _, v := range victims {
+			n := &protos.ExternalGrpcNode{Name: v, ProviderID: v}
+			// CA resolves the fake node's group first.
+			gid, err := a.groupForNode(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			if gid != id {
+				return nil, fmt.Errorf("fake node %s resolved to group %q, want %s", v, gid, id)
+			}
+			fake = append(fake, n)
+		}
+		c, cancel := a.call(ctx, "NodeGroupDeleteNodes")
+		_, err := a.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: id, Nodes: fake})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("DeleteNodes (unregistered/failed) %s: %w", id, err)
+		}
+		loop.Deleted[id] = append(loop.Deleted[id], victims...)
+		for _, v := range victims {
+			delete(a.unregisteredSince, v)
+		}
+	}
+	// 6. Fix node group size (only when nothing was removed above): target
+	// above the registered nodes for longer than the provision time →
+	// DecreaseTargetSize(registered − target), a negative delta.
+	for _, id := range loop.Order {
+		g := loop.Groups[id]
+		if len(loop.Deleted) > 0 {
+			break
+		}
+		visible := int32(len(g.Registered))
+		if g.Target <= visible {
+			delete(a.sizeWrongSince, id)
+			continue
+		}
+		since, ok := a.sizeWrongSince[id]
+		if !ok {
+			a.sizeWrongSince[id] = now
+			continue
+		}
+		if now.Sub(since) < a.MaxNodeProvisionTime {
+			continue
+		}
+		delta := visible - g.Target
+		c, cancel := a.call(ctx, "NodeGroupDecreaseTargetSize")
+		_, err := a.Client.NodeGroupDecreaseTargetSize(c, &protos.NodeGroupDecreaseTargetSizeRequest{Id: id, Delta: delta})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("DecreaseTargetSize %s by %d: %w", id, delta, err)
+		}
+		loop.Decreased[id] = delta
+		delete(a.sizeWrongSince, id)
+	}
+
+	// 7. Scale up or down towards want.
+	have := int32(0)
+	for _, g := range loop.Groups {
+		have += g.Target - int32(len(g.Failed))
+	}
+	switch {
+	case int32(want) > have:
+		need := int32(want) - have
+		for _, id := range loop.Order {
+			g := loop.Groups[id]
+			room := g.Max - g.Target
+			if room <= 0 || need <= 0 {
+				continue
+			}
+			tpl, err := a.template(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			g.Template = tpl
+			d := min(room, need)
+			c, cancel := a.call(ctx, "NodeGroupIncreaseSize")
+			_, err = a.Client.NodeGroupIncreaseSize(c, &protos.NodeGroupIncreaseSizeRequest{Id: id, Delta: d})
+			cancel()
+			if err != nil {
+				// CA records a failed scale-up, backs the group off and
+				// tries the next option.
+				if status.Code(err) == codes.InvalidArgument {
+					return nil, fmt.Errorf("IncreaseSize %s by %d rejected: %w", id, d, err)
+				}
+				continue
+			}
+			loop.Increased[id] = d
+			need -= d
+		}
+	case int32(want) < have:
+		excess := int(have) - want
+		for i := len(loop.Order) - 1; i >= 0 && excess > 0; i-- {
+			id := loop.Order[i]
+			g := loop.Groups[id]
+			regs := append([]Node(nil), g.Registered...)
+			sort.Slice(regs, func(i, j int) bool { return regs[i].Name < regs[j].Name })
+			var del []*protos.ExternalGrpcNode
+			for _, n := range regs {
+				if excess == 0 {
+					break
+				}
+				del = append(del, &protos.ExternalGrpcNode{Name: n.Name, ProviderID: n.ProviderID})
+				excess--
+			}
+			if len(del) == 0 {
+				continue
+			}
+			c, cancel := a.call(ctx, "NodeGroupDeleteNodes")
+			_, err := a.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: id, Nodes: del})
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("DeleteNodes (scale-down) %s: %w", id, err)
+			}
+			for _, n := range del {
+				loop.Deleted[id] = append(loop.Deleted[id], n.GetName())
+			}
+		}
+	}
+	return loop, nil
+}
+
+func (a *Autoscaler) groupForNode(ctx context.Context, n *protos.ExternalGrpcNode) (string, error) {
+	c, cancel := a.call(ctx, "NodeGroupForNode")
+	defer cancel()
+	r, err := a.Client.NodeGroupForNode(c, &protos.NodeGroupForNodeRequest{Node: n})
+	if err != nil {
+		return "", fmt.Errorf("NodeGroupForNode %s (CA aborts the loop): %w", n.GetName(), err)
+	}
+	g := r.GetNodeGroup()
+	if g.GetId() != "" && g.GetMaxSize() == 0 && g.GetMinSize() == 0 {
+		return "", fmt.Errorf("NodeGroupForNode %s: group %s returned without its sizes", n.GetName(), g.GetId())
+	}
+	return g.GetId(), nil
+}
+
+// template fetches and decodes a group's template the way the chosen CA
+// generation does; an empty success is the nil-pointer panic of real CA.
+func (a *Autoscaler) template(ctx context.Context, id string) (*corev1.Node, error) {
+	c, cancel := a.call(ctx, "NodeGroupTemplateNodeInfo")
+	defer cancel()
+	r, err := a.Client.NodeGroupTemplateNodeInfo(c, &protos.NodeGroupTemplateNodeInfoRequest{Id: id})
+	if err != nil {
+		return nil, fmt.Errorf("TemplateNodeInfo %s: %w", id, err)
+	}
+	b := r.GetNodeInfo()
+	if a.Generation == CA135 {
+		b = r.GetNodeBytes()
+	}
+	if len(b) == 0 {
+		return nil, errors.New("TemplateNodeInfo " + id + ": empty success (real CA panics on this)")
+	}
+	var n corev1.Node
+	if err := n.Unmarshal(b); err != nil {
+		return nil, fmt.Errorf("TemplateNodeInfo %s: %w", id, err)
+	}
+	if _, ok := n.Status.Allocatable[corev1.ResourcePods]; !ok {
+		return nil, fmt.Errorf("TemplateNodeInfo %s: no pods in allocatable", id)
+	}
+	return &n, nil
+}
