@@ -20,7 +20,9 @@ test: build
 	$(GO) test $(TEST_FLAGS) ./...
 
 generate:
-	@echo "generate: nothing yet"
+	# CRD types → deepcopy (agent/apis) and CRD manifests (deploy/crds).
+	$(GO) tool controller-gen object paths=./agent/apis/... \
+		crd:allowDangerousTypes=true output:crd:artifacts:config=deploy/crds
 	./adapter/externalgrpc/protos/generate.sh
 	# templ components of the web UI (give templ the folder: it must not walk the tree).
 	$(GO) tool templ generate -path web
