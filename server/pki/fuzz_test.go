@@ -67,4 +67,3 @@ func FuzzJoinYAML(f *testing.F) {
 		}
 	})
 }
-
