@@ -1,20 +1,255 @@
-// Package brokercmd provides the `broker` subcommand.
+// Package brokercmd provides the `broker` subcommand: it opens the durable
+// store, loads the domain, and serves the Broker API v1 over mTLS and the
+// dashboard listener over plain HTTP until its context ends.
 package brokercmd
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
 
+	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+
+	"github.com/federation-autoscaler/federation-autoscaler/cli"
+	"github.com/federation-autoscaler/federation-autoscaler/server/ops"
+	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
+	"github.com/federation-autoscaler/federation-autoscaler/server/rest"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store/bolt"
 )
 
-// NewCommand returns the `broker` subcommand.
-// SKELETON: replaced by the issue that builds it.
-func NewCommand() *cobra.Command {
-	return &cobra.Command{
+// shutdownTimeout bounds the graceful shutdown of each listener.
+const shutdownTimeout = 15 * time.Second
+
+// Options are the broker's flags.
+type Options struct {
+	PKIDir             string
+	DataDir            string
+	Listen             string
+	DashboardListen    string
+	AllowLegacyCerts   bool
+	ReservationLease   time.Duration
+	ProviderStaleAfter time.Duration
+	RateLimitBurst     int
+	RateLimitRPS       float64
+	ChunkConfig        string
+	DashboardToken     string
+	// Mounts add the web dashboard to the dashboard listener.
+	Mounts []ops.Mount
+}
+
+// NewCommand returns the `broker` subcommand. Extra dashboard mounts (the
+// web dashboard) may be passed in.
+func NewCommand(mounts ...ops.Mount) *cobra.Command {
+	o := Options{Mounts: mounts}
+	cmd := &cobra.Command{
 		Use:   "broker",
-		Short: "broker (not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("broker is not built yet")
+		Short: "Run the federation broker (Broker API v1 over mTLS, dashboard over HTTP)",
+		Long: `Run the broker: the federation's control plane. It serves the Broker API v1
+on --listen over mTLS (client certificates from 'federation-autoscaler pki join'),
+and health, readiness, metrics, the overview and the dashboard on
+--dashboard-listen over plain HTTP. State lives in a bbolt file in --data-dir;
+every acknowledged change is on disk before the answer goes out.`,
+		Example: `  federation-autoscaler pki init --dir /etc/fa/pki --host broker.example.org
+  federation-autoscaler broker --pki-dir /etc/fa/pki --data-dir /var/lib/fa`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := cli.Logger(cmd)
+			if err != nil {
+				return err
+			}
+			return Run(cmd.Context(), o, log)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.PKIDir, "pki-dir", "", "directory with ca.crt, broker.crt and broker.key (made by 'pki init') (required)")
+	f.StringVar(&o.DataDir, "data-dir", "", "directory of the broker's database (created if missing) (required)")
+	f.StringVar(&o.Listen, "listen", ":8443", "address of the Broker API (mTLS)")
+	f.StringVar(&o.DashboardListen, "dashboard-listen", ":9444", "address of the dashboard listener (plain HTTP: health, readiness, metrics, overview, dashboard); empty disables it")
+	f.BoolVar(&o.AllowLegacyCerts, "allow-legacy-certs", false, "accept client certificates without a role (the reference broker's) for both roles")
+	f.DurationVar(&o.ReservationLease, "reservation-lease", reservations.DefaultReservationLease, "a reservation whose consumer has not sent a heartbeat for this long expires")
+	f.DurationVar(&o.ProviderStaleAfter, "provider-stale-after", reservations.DefaultProviderStaleAfter, "a provider without an advertisement for this long becomes unavailable")
+	f.IntVar(&o.RateLimitBurst, "rate-limit-burst", rest.DefaultRateLimitBurst, "token-bucket burst of the per-certificate rate limit")
+	f.Float64Var(&o.RateLimitRPS, "rate-limit-rps", rest.DefaultRateLimitRPS, "sustained requests per second of the per-certificate rate limit")
+	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
+	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
+	return cmd
+}
+
+// Validate checks the options and says how to fix them.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.PKIDir == "" {
+		errs = append(errs, errors.New("--pki-dir is required: the directory made by `federation-autoscaler pki init --dir D`"))
+	} else {
+		for _, name := range []string{pki.CACertFile, pki.BrokerCertFile, pki.BrokerKeyFile} {
+			p := filepath.Join(o.PKIDir, name)
+			if _, err := os.Stat(p); err != nil {
+				errs = append(errs, fmt.Errorf("--pki-dir: %s is missing (%w): run `federation-autoscaler pki init --dir %s` first", p, err, o.PKIDir))
+			}
+		}
+	}
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir is required: the directory that holds the broker's database"))
+	}
+	if o.Listen == "" {
+		errs = append(errs, errors.New("--listen must not be empty, e.g. :8443"))
+	} else if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen %q: want host:port, e.g. :8443: %w", o.Listen, err))
+	}
+	if o.DashboardListen != "" {
+		if _, _, err := net.SplitHostPort(o.DashboardListen); err != nil {
+			errs = append(errs, fmt.Errorf("--dashboard-listen %q: want host:port, e.g. :9444, or empty to disable: %w", o.DashboardListen, err))
+		}
+	}
+	if o.ReservationLease <= 0 {
+		errs = append(errs, fmt.Errorf("--reservation-lease must be positive, got %s", o.ReservationLease))
+	}
+	if o.ProviderStaleAfter <= 0 {
+		errs = append(errs, fmt.Errorf("--provider-stale-after must be positive, got %s", o.ProviderStaleAfter))
+	}
+	if o.RateLimitBurst < 1 {
+		errs = append(errs, fmt.Errorf("--rate-limit-burst must be >= 1, got %d", o.RateLimitBurst))
+	}
+	if !(o.RateLimitRPS > 0) {
+		errs = append(errs, fmt.Errorf("--rate-limit-rps must be > 0, got %v", o.RateLimitRPS))
+	}
+	return errors.Join(errs...)
+}
+
+// Run serves the broker until ctx ends (graceful shutdown) or a listener
+// fails (an error).
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	tlsCfg, err := pki.ServerTLSConfig(o.PKIDir)
+	if err != nil {
+		return fmt.Errorf("loading the broker's TLS material from --pki-dir %s: %w", o.PKIDir, err)
+	}
+	chunks := placement.DefaultChunkConfig()
+	if o.ChunkConfig != "" {
+		if chunks, err = placement.LoadChunkConfig(o.ChunkConfig); err != nil {
+			return fmt.Errorf("--chunk-config: %w", err)
+		}
+	}
+
+	ready := &ops.Readiness{}
+	st, err := bolt.Open(o.DataDir, bolt.Options{})
+	if err != nil {
+		return fmt.Errorf("--data-dir: %w", err)
+	}
+	svc, err := reservations.New(reservations.Config{
+		Store:              st,
+		Logger:             log,
+		ChunkConfig:        chunks,
+		ReservationLease:   o.ReservationLease,
+		ProviderStaleAfter: o.ProviderStaleAfter,
+		Placer:             placement.NewIndex(chunks),
+	})
+	if err != nil {
+		_ = st.Close()
+		return err
+	}
+	defer func() {
+		if err := svc.Close(); err != nil {
+			log.Error("Closing the store failed", "err", err)
+		}
+	}()
+	ready.SetStoreLoaded(true)
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), svc.Collector())
+
+	apiLn, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", o.Listen, err)
+	}
+	var dashLn net.Listener
+	if o.DashboardListen != "" {
+		if dashLn, err = net.Listen("tcp", o.DashboardListen); err != nil {
+			_ = apiLn.Close()
+			return fmt.Errorf("--dashboard-listen %s: %w", o.DashboardListen, err)
+		}
+	}
+
+	// base ends the domain's background work and every long-poll at once
+	// when shutdown starts.
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runDone := make(chan struct{})
+	go func() {
+		defer close(runDone)
+		if err := svc.Run(base); err != nil {
+			log.Error("Broker background work stopped", "err", err)
+		}
+	}()
+
+	apiApp := rest.NewApp(rest.Config{
+		Broker:           svc,
+		Logger:           log,
+		AllowLegacyCerts: o.AllowLegacyCerts,
+		RateLimitBurst:   o.RateLimitBurst,
+		RateLimitRPS:     o.RateLimitRPS,
+		Metrics:          reg,
+		BaseContext:      func() context.Context { return base },
+	})
+	errc := make(chan error, 2)
+	serve := func(name string, app *fiber.App, ln net.Listener) {
+		if err := app.Listener(ln); err != nil {
+			errc <- fmt.Errorf("%s listener %s: %w", name, ln.Addr(), err)
+			return
+		}
+		errc <- nil
+	}
+	go serve("API", apiApp, tls.NewListener(apiLn, tlsCfg))
+	ready.SetAPIServing(true)
+	log.Info("Broker API listening (mTLS)", "addr", apiLn.Addr().String(), "allowLegacyCerts", o.AllowLegacyCerts)
+
+	var dashApp *fiber.App
+	if dashLn != nil {
+		dashApp = ops.New(ops.Config{
+			Overview:  svc,
+			Gatherer:  reg,
+			Readiness: ready,
+			Token:     o.DashboardToken,
+			Logger:    log,
+			Mounts:    o.Mounts,
+		})
+		go serve("dashboard", dashApp, dashLn)
+		log.Info("Dashboard listening (HTTP)", "addr", dashLn.Addr().String(), "tokenRequired", o.DashboardToken != "")
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("Shutting down")
+	case runErr = <-errc:
+		if runErr == nil {
+			runErr = errors.New("a listener stopped unexpectedly")
+		}
+		log.Error("Listener failed; shutting down", "err", runErr)
+	}
+	ready.SetAPIServing(false)
+	cancel()
+	if err := apiApp.ShutdownWithTimeout(shutdownTimeout); err != nil {
+		log.Error("API shutdown", "err", err)
+	}
+	if dashApp != nil {
+		if err := dashApp.ShutdownWithTimeout(shutdownTimeout); err != nil {
+			log.Error("Dashboard shutdown", "err", err)
+		}
+	}
+	<-runDone
+	return runErr
 }

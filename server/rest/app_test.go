@@ -385,10 +385,10 @@ func TestRequestMetrics(t *testing.T) {
 	do(t, app, "GET", "/api/v1/reservations/res-2", cons, "")
 	do(t, app, "GET", "/nope", cons, "")
 	want := `
-# HELP broker_http_requests_total Broker API requests by route template, method and HTTP status code.
-# TYPE broker_http_requests_total counter
-broker_http_requests_total{code="200",method="GET",route="/api/v1/reservations/:id"} 2
-broker_http_requests_total{code="404",method="GET",route="unmatched"} 1
+# HELP fa_broker_http_requests_total Broker API requests by route template, method and HTTP status code.
+# TYPE fa_broker_http_requests_total counter
+fa_broker_http_requests_total{code="200",method="GET",route="/api/v1/reservations/:id"} 2
+fa_broker_http_requests_total{code="404",method="GET",route="unmatched"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), MetricRequests); err != nil {
 		t.Error(err)

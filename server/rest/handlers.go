@@ -146,8 +146,6 @@ func (s *server) instructions(c *fiber.Ctx) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
-		s.metrics.waiters.Inc()
-		defer s.metrics.waiters.Dec()
 	}
 	list, err := s.broker.Instructions(ctx, caller(c).cn, wait)
 	if err != nil && !(wait > 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))) {

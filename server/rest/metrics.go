@@ -9,16 +9,14 @@ import (
 
 // Metric names of the API listener.
 const (
-	MetricRequests       = "broker_http_requests_total"
-	MetricDuration       = "broker_http_request_duration_seconds"
-	MetricLongPollWaiter = "broker_http_long_poll_waiters"
-	MetricRateLimited    = "broker_http_rate_limited_total"
+	MetricRequests    = "fa_broker_http_requests_total"
+	MetricDuration    = "fa_broker_http_request_duration_seconds"
+	MetricRateLimited = "fa_broker_http_rate_limited_total"
 )
 
 type metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
-	waiters     prometheus.Gauge
 	rateLimited prometheus.Counter
 }
 
@@ -34,17 +32,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 				5, 10, 30, 60},
 		}, []string{"route", "method"}),
-		waiters: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: MetricLongPollWaiter,
-			Help: "GET /api/v1/instructions?wait= requests currently waiting.",
-		}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: MetricRateLimited,
 			Help: "Requests answered 429 by the per-CN rate limit.",
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.waiters, m.rateLimited)
+		reg.MustRegister(m.requests, m.duration, m.rateLimited)
 	}
 	return m
 }
