@@ -1,0 +1,105 @@
+package brokercmd_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/rest/resttest"
+)
+
+func TestHelp(t *testing.T) {
+	out, err := run(t, nil, "broker", "--help")
+	if err != nil {
+		t.Fatalf("broker --help: %v\n%s", err, out)
+	}
+	for _, flag := range []string{"--pki-dir", "--data-dir", "--listen", "--dashboard-listen", "--allow-legacy-certs",
+		"--reservation-lease", "--provider-stale-after", "--rate-limit-burst", "--rate-limit-rps", "--chunk-config", "--dashboard-token"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("--help does not document %s", flag)
+		}
+	}
+}
+
+func TestBadFlags(t *testing.T) {
+	pkiDir := resttest.NewPKI(t).Dir
+	empty := t.TempDir()
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"unknown flag", nil, []string{"broker", "--bogus"}, "unknown flag: --bogus"},
+		{"no pki dir", nil, []string{"broker", "--data-dir", empty}, "--pki-dir is required"},
+		{"pki dir without files", nil, []string{"broker", "--pki-dir", empty, "--data-dir", empty}, "federation-autoscaler pki init --dir " + empty},
+		{"no data dir", nil, []string{"broker", "--pki-dir", pkiDir}, "--data-dir is required"},
+		{"bad listen", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--listen", "8443"}, `--listen "8443"`},
+		{"bad duration", nil, []string{"broker", "--reservation-lease", "soon"}, "--reservation-lease"},
+		{"zero rps", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--rate-limit-rps", "0"}, "--rate-limit-rps must be > 0"},
+		{"bad chunk config", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--chunk-config", filepath.Join(empty, "missing.yaml")}, "--chunk-config"},
+		{"env fallback", []string{"FA_PKI_DIR=" + empty}, []string{"broker", "--data-dir", empty}, "run `federation-autoscaler pki init --dir " + empty},
+		{"env bad value", []string{"FA_RATE_LIMIT_BURST=many"}, []string{"broker"}, "FA_RATE_LIMIT_BURST"},
+		{"listener failure", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--listen", "256.0.0.1:1"}, "--listen 256.0.0.1:1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := run(t, tc.env, tc.args...)
+			if err == nil {
+				t.Fatalf("succeeded:\n%s", out)
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("output does not say %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
+// TestServeAndGracefulStop runs the binary with flags from the environment,
+// talks to both listeners and stops it with SIGTERM.
+func TestServeAndGracefulStop(t *testing.T) {
+	p := resttest.NewPKI(t)
+	data := t.TempDir()
+	t.Setenv("FA_DASHBOARD_TOKEN", "tok")
+	proc := startBroker(t, "--pki-dir", p.Dir, "--data-dir", data)
+	c := p.NewClient(t, "https://"+proc.apiAddr, "prov-a", api.RoleProvider, 2)
+	if r := c.Must(t, "GET", "/healthz", nil); r.Status != 200 {
+		t.Errorf("API healthz: %d %s", r.Status, r.Body)
+	}
+	resp, err := http.Get("http://" + proc.dashAddr + "/api/v1/overview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("overview without the token from FA_DASHBOARD_TOKEN: %d", resp.StatusCode)
+	}
+	resp, err = http.Get("http://" + proc.dashAddr + "/api/v1/overview?token=tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ov api.Overview
+	err = json.NewDecoder(resp.Body).Decode(&ov)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Errorf("overview: %d %v", resp.StatusCode, err)
+	}
+	resp, err = http.Get("http://" + proc.dashAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("metrics: %d", resp.StatusCode)
+	}
+	if err := proc.stop(t); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "broker.db")); err != nil {
+		t.Errorf("no database in the data dir: %v", err)
+	}
+}
