@@ -2,6 +2,7 @@ package placement
 
 import (
 	"math"
+	"math/big"
 	"slices"
 
 	"gopkg.in/inf.v0"
@@ -74,8 +75,9 @@ func WeightedCarbon(forecast []float64, current *float64) (float64, bool) {
 
 func validCarbon(v float64) bool { return v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
 
-// bytesPerGiB is 2^30 as a decimal.
-var bytesPerGiB = inf.NewDec(1<<30, 0)
+// perGiB is 2^-30 = 5^30 × 10^-30, an exact decimal: bytes × perGiB is
+// GiB.
+var perGiB = inf.NewDecBig(new(big.Int).Exp(big.NewInt(5), big.NewInt(30), nil), 30)
 
 // CostPerChunk is the exact hourly price of one chunk: the sum over the
 // chunk's resources of unit price × amount, where cpu counts in cores,
@@ -100,10 +102,7 @@ func CostPerChunk(prices, chunk corev1.ResourceList) (*inf.Dec, bool) {
 		}
 		units := amount.AsDec()
 		if name == corev1.ResourceMemory {
-			units = new(inf.Dec).QuoExact(units, bytesPerGiB) // 1/2^30 is a finite decimal
-			if units == nil {
-				return nil, false
-			}
+			units = new(inf.Dec).Mul(units, perGiB)
 		}
 		total.Add(total, new(inf.Dec).Mul(price.AsDec(), units))
 	}
