@@ -84,15 +84,34 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 		v := top * frac
 		c.YTicks = append(c.YTicks, views.Tick{Pos: f1(y(v)), Label: strconv.FormatFloat(v, 'g', chartValueLabelDigits, 64)})
 	}
-	mins := int(window / time.Minute)
-	for m := 0; m <= mins; m += chartMinutesPerXLabel {
-		label := "-" + strconv.Itoa(mins-m) + "m"
-		if m == mins {
-			label = "now"
+	const xTicks = 5
+	for i := 0; i <= xTicks; i++ {
+		at := from.Add(window * time.Duration(i) / xTicks)
+		label := "now"
+		if i < xTicks {
+			label = "-" + strconv.FormatFloat(now.Sub(at).Minutes(), 'g', 3, 64) + "m"
 		}
-		c.XTicks = append(c.XTicks, views.Tick{Pos: f1(x(from.Add(time.Duration(m) * time.Minute))), Label: label})
+		c.XTicks = append(c.XTicks, views.Tick{Pos: f1(x(at)), Label: label})
 	}
 	return c
+}
+
+// chartSpan picks the charts' time span: the shortest of 5, 15, 30 and 60
+// minutes that covers the history, never more than window.
+func chartSpan(now time.Time, window time.Duration, ids []string, series map[string][]sample) time.Duration {
+	oldest := now
+	for _, id := range ids {
+		if s := series[id]; len(s) > 0 && s[0].at.Before(oldest) {
+			oldest = s[0].at
+		}
+	}
+	age := now.Sub(oldest)
+	for _, span := range []time.Duration{5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour} {
+		if age <= span && span <= window {
+			return span
+		}
+	}
+	return window
 }
 
 // niceCeil rounds v up to 1, 2 or 5 × 10^k (at least 1).

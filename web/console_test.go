@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
@@ -332,5 +333,22 @@ func TestDashboardTokenOptional(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("after login: %d", resp.StatusCode)
 	}
-	_ = time.Second
+}
+
+func TestSessionExpires(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
+	tok, _ := auth.NewStaticToken(testToken)
+	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{Token: tok, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &browserSim{t: t, app: cc.App()}
+	b.login(testToken)
+	if resp, _ := b.do(http.MethodGet, "/", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("fresh session: %d", resp.StatusCode)
+	}
+	clk.Step(13 * time.Hour)
+	if resp, _ := b.do(http.MethodGet, "/", nil); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("expired session: %d, want a redirect to the login", resp.StatusCode)
+	}
 }

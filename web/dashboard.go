@@ -200,12 +200,13 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 	vm.Instructions = instructionRows(now, ov.ProviderInstructions, ov.ReservationInstructions)
 
 	ids, series := hist.snapshot()
+	span := chartSpan(now, hist.window, ids, series)
 	vm.Charts = []views.Chart{
-		buildChart("reserved", "Chunks reserved per provider", "chunks", now, hist.window, ids, series,
+		buildChart("reserved", "Chunks reserved per provider", "chunks", now, span, ids, series,
 			func(s sample) (float64, bool) { return s.reserved, true }),
-		buildChart("price", "Price per chunk", "per hour", now, hist.window, ids, series,
+		buildChart("price", "Price per chunk", "per hour", now, span, ids, series,
 			func(s sample) (float64, bool) { return s.price, s.hasPrice }),
-		buildChart("carbon", "Weighted carbon intensity", "gCO2eq/kWh", now, hist.window, ids, series,
+		buildChart("carbon", "Weighted carbon intensity", "gCO2eq/kWh", now, span, ids, series,
 			func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }),
 	}
 	for i, id := range ids {

@@ -134,7 +134,7 @@ func sharingFormFromConfig(cfg SharingConfig) views.SharingForm {
 	for _, r := range consoleResources {
 		pf := views.PriceField{Name: "price_" + r.key, Label: r.label + " price", Unit: r.unit}
 		if q, ok := cfg.UnitPrices[r.name]; ok {
-			pf.Value = q.String()
+			pf.Value = decimal(q)
 		}
 		f.Prices = append(f.Prices, pf)
 		mode, val := "none", ""
@@ -306,4 +306,9 @@ func providerStatusView(now time.Time, st ProviderStatus) views.ProviderStatus {
 		})
 	}
 	return v
+}
+
+// decimal renders a price as a plain decimal ("0.004", not "4m").
+func decimal(q resource.Quantity) string {
+	return q.AsDec().String()
 }

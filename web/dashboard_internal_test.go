@@ -1,0 +1,100 @@
+package web
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+func ad(id string, reserved int32, cost float64, seen time.Time, available bool) api.AdvertisementSnapshot {
+	c := 100.0
+	return api.AdvertisementSnapshot{
+		ClusterID: id, ReservedChunks: reserved, ChunkCount: 4, AvailableChunks: 4 - reserved, CostPerChunk: cost,
+		CarbonWeighted: &c, LastSeen: metav1.NewTime(seen), Available: available,
+	}
+}
+
+func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
+	h := newHistory(time.Minute, 10*time.Second)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	// A burst inside one period costs one slot and keeps the newest value.
+	h.record(t0, []api.AdvertisementSnapshot{ad("a", 1, 0.1, t0, true)})
+	h.record(t0.Add(2*time.Second), []api.AdvertisementSnapshot{ad("a", 3, 0.1, t0, true)})
+	_, s := h.snapshot()
+	if len(s["a"]) != 1 || s["a"][0].reserved != 3 || !s["a"][0].at.Equal(t0) {
+		t.Fatalf("burst: %+v, want one sample with the newest value at the first time", s["a"])
+	}
+	for i := 1; i <= 100; i++ {
+		h.record(t0.Add(time.Duration(i)*10*time.Second), []api.AdvertisementSnapshot{ad("a", int32(i%4), 0.1, t0, true)})
+	}
+	_, s = h.snapshot()
+	if n := len(s["a"]); n > h.max || n < 6 {
+		t.Fatalf("ring holds %d samples, want at most %d and a full window", n, h.max)
+	}
+	end := t0.Add(1000 * time.Second)
+	if first := s["a"][0].at; end.Sub(first) > time.Minute {
+		t.Fatalf("oldest sample %v is outside the window", end.Sub(first))
+	}
+	// A provider that left ages out.
+	h.record(end.Add(2*time.Minute), nil)
+	if ids, _ := h.snapshot(); len(ids) != 0 {
+		t.Fatalf("departed provider still charted: %v", ids)
+	}
+}
+
+func TestBuildDashboard(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	rtt := 12.345
+	ov := api.Overview{
+		Capacity: api.CapacitySummary{TotalChunks: 12, ReservedChunks: 3, AvailableChunks: 9, ProviderCount: 3, AvailableProviderCount: 2,
+			ByChunkType: map[api.ChunkType]api.ChunkCounts{api.ChunkStandard: {TotalChunks: 12, ReservedChunks: 3, AvailableChunks: 9}}},
+		Advertisements: []api.AdvertisementSnapshot{
+			ad("zeta", 0, 0, now.Add(-10*time.Minute), true),
+			ad("alpha", 3, 0.25, now.Add(-3*time.Second), true),
+			ad("mid", 0, 0.5, now, false),
+		},
+		Consumers: []api.OverviewConsumer{{ClusterID: "rome", Placement: api.PlacementPrice, AppliedPlacement: api.PlacementStandard, MeasuredRTT: &rtt}},
+		Reservations: []api.OverviewReservation{
+			{ReservationResponse: api.ReservationResponse{ReservationID: "old", Status: api.PhaseReleased, CreatedAt: metav1.NewTime(now.Add(-time.Hour))}},
+			{ReservationResponse: api.ReservationResponse{ReservationID: "live", Status: api.PhasePeering, ChunkCount: 2, CreatedAt: metav1.NewTime(now.Add(-time.Minute))},
+				History: []api.PhaseTransition{{Phase: api.PhasePending, At: metav1.NewTime(now.Add(-time.Minute))}, {Phase: api.PhasePeering, At: metav1.NewTime(now)}}},
+		},
+	}
+	h := newHistory(time.Hour, 5*time.Second)
+	h.record(now.Add(-2*time.Minute), ov.Advertisements)
+	h.record(now, ov.Advertisements)
+	vm := buildDashboard(now, ov, h, 2*time.Minute)
+
+	var ids []string
+	for _, p := range vm.Providers {
+		ids = append(ids, p.ID+":"+p.Price+":"+p.HealthLabel+":"+p.Freshness)
+	}
+	want := "alpha:0.2500:available:3s ago,mid:0.5000:unavailable:0s ago,zeta:—:stale:10m ago"
+	if got := strings.Join(ids, ","); got != want {
+		t.Fatalf("providers\n got %s\nwant %s", got, want)
+	}
+	if c := vm.Consumers[0]; c.Policy != "Price (applied: Standard)" || c.RTT != "12.3 ms" || c.Chosen != "—" {
+		t.Fatalf("consumer row %+v", c)
+	}
+	if vm.Reservations[0].ID != "live" || len(vm.Reservations[0].Timeline) != 2 || !vm.Reservations[0].Timeline[1].Current {
+		t.Fatalf("live reservations first with their timeline: %+v", vm.Reservations)
+	}
+	if len(vm.Charts) != 3 || len(vm.Charts[0].Lines) != 3 || len(vm.Charts[1].Lines) != 2 {
+		t.Fatalf("charts: %d, lines reserved %d, price %d (zeta is unpriced)", len(vm.Charts), len(vm.Charts[0].Lines), len(vm.Charts[1].Lines))
+	}
+	if vm.Charts[0].XTicks[0].Label != "-5m" || vm.Charts[0].XTicks[5].Label != "now" {
+		t.Fatalf("a 2-minute history is charted over 5 minutes: %+v", vm.Charts[0].XTicks)
+	}
+}
+
+func TestNiceCeil(t *testing.T) {
+	for in, want := range map[float64]float64{0: 1, 0.116: 0.2, 3: 5, 320: 500, 1000: 1000, 7: 10} {
+		if got := niceCeil(in); got < want*0.999 || got > want*1.001 {
+			t.Errorf("niceCeil(%v) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,183 @@
+package live
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/gofiber/fiber/v2"
+)
+
+func startHub(t *testing.T, buf int) (*Hub, context.Context) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h := NewHub(nil, buf)
+	done := make(chan struct{})
+	go func() { defer close(done); h.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h, ctx
+}
+
+func recv(t *testing.T, c *Client) string {
+	t.Helper()
+	select {
+	case m := <-c.Send():
+		return string(m)
+	case <-time.After(5 * time.Second):
+		t.Fatal("no message within 5s")
+		return ""
+	}
+}
+
+func TestHubFanOutAndLateJoiner(t *testing.T) {
+	h, ctx := startHub(t, 4)
+	var clients []*Client
+	for range 3 {
+		c, err := h.Register(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	if !h.Broadcast(ctx, []byte("one")) {
+		t.Fatal("broadcast refused")
+	}
+	for i, c := range clients {
+		if got := recv(t, c); got != "one" {
+			t.Fatalf("client %d got %q", i, got)
+		}
+	}
+	late, err := h.Register(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, late); got != "one" {
+		t.Fatalf("a late joiner gets the last message first; got %q", got)
+	}
+	if h.Clients() != 4 {
+		t.Fatalf("Clients() = %d, want 4", h.Clients())
+	}
+	h.Unregister(clients[0])
+	h.Unregister(clients[0]) // idempotent
+	select {
+	case <-clients[0].Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("unregistered client not done")
+	}
+}
+
+func TestHubDropsSlowClient(t *testing.T) {
+	h, ctx := startHub(t, 2)
+	slow, _ := h.Register(ctx)
+	fast, _ := h.Register(ctx)
+	// The reading client takes each message before the next broadcast; the
+	// slow one never reads and overflows its 2-slot buffer at the third.
+	var msgs []string
+	for i := range 5 {
+		h.Broadcast(ctx, []byte(fmt.Sprint(i)))
+		msgs = append(msgs, recv(t, fast))
+	}
+	select {
+	case <-slow.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the slow client was not dropped")
+	}
+	if strings.Join(msgs, ",") != "0,1,2,3,4" {
+		t.Fatalf("the reading client got %v, want all five in order", msgs)
+	}
+	if h.Dropped() != 1 {
+		t.Fatalf("Dropped() = %d, want 1", h.Dropped())
+	}
+	select {
+	case <-fast.Done():
+		t.Fatal("the reading client was dropped")
+	default:
+	}
+}
+
+func TestHubDropAllAndStop(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	h := NewHub(nil, 1)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); h.Run(ctx) }()
+	a, _ := h.Register(ctx)
+	h.DropAll(ctx)
+	<-a.Done()
+	b, _ := h.Register(ctx)
+	cancel()
+	<-stopped
+	<-b.Done()
+	if _, err := h.Register(context.Background()); !errors.Is(err, ErrHubStopped) {
+		t.Fatalf("Register after stop: %v, want ErrHubStopped", err)
+	}
+	if h.Broadcast(context.Background(), []byte("x")) {
+		t.Fatal("Broadcast after stop reported delivery")
+	}
+}
+
+// TestWebsocketThroughFiber proves the fasthttp hijack path end to end over
+// a real loopback socket: handshake, pushed messages, same-origin check and
+// server-side drop.
+func TestWebsocketThroughFiber(t *testing.T) {
+	h, ctx := startHub(t, 4)
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ReadTimeout: time.Second})
+	app.Get("/ws", Handler(ctx, h, WSOptions{PingInterval: 50 * time.Millisecond}))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = app.Listener(ln) }()
+	t.Cleanup(func() { _ = app.Shutdown() })
+	url := "ws://" + ln.Addr().String() + "/ws"
+
+	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h.Broadcast(ctx, []byte(`<div id="a">first</div>`))
+	c, _, err := websocket.Dial(dctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"http://" + ln.Addr().String()}}})
+	if err != nil {
+		t.Fatalf("dial through the hijack: %v", err)
+	}
+	defer c.CloseNow()
+	read := func() string {
+		_, b, err := c.Read(dctx)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		return string(b)
+	}
+	if got := read(); got != `<div id="a">first</div>` {
+		t.Fatalf("first message %q", got)
+	}
+	// Outlive fasthttp's 1s read timeout: the hijacked socket has no deadline.
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		h.Broadcast(ctx, []byte("tick"))
+		if got := read(); got != "tick" {
+			t.Fatalf("got %q", got)
+		}
+	}
+	h.DropAll(ctx)
+	_, _, err = c.Read(dctx)
+	if websocket.CloseStatus(err) != websocket.StatusTryAgainLater {
+		t.Fatalf("after DropAll: %v, want close status TryAgainLater", err)
+	}
+
+	_, resp, err := websocket.Dial(dctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"http://evil.example"}}})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("cross-origin handshake: err %v resp %v, want 403", err, resp)
+	}
+	r, err := http.Get("http://" + ln.Addr().String() + "/ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusUpgradeRequired {
+		t.Fatalf("plain GET: %d, want 426", r.StatusCode)
+	}
+}

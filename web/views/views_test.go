@@ -1,0 +1,197 @@
+package views
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/a-h/templ"
+	"golang.org/x/net/html"
+)
+
+func render(t *testing.T, c templ.Component) *html.Node {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := c.Render(context.Background(), &buf); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func attr(n *html.Node, key string) (string, bool) {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val, true
+		}
+	}
+	return "", false
+}
+
+func walk(n *html.Node, f func(*html.Node)) {
+	f(n)
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		walk(c, f)
+	}
+}
+
+func byTestID(doc *html.Node, id string) *html.Node {
+	var found *html.Node
+	walk(doc, func(n *html.Node) {
+		if v, ok := attr(n, "data-testid"); ok && v == id && found == nil {
+			found = n
+		}
+	})
+	return found
+}
+
+func text(n *html.Node) string {
+	var b strings.Builder
+	walk(n, func(c *html.Node) {
+		if c.Type == html.TextNode {
+			b.WriteString(c.Data)
+		}
+	})
+	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// checkPage asserts what the CSP and accessibility need: no inline script,
+// style or event handler; every form control labelled; CSRF on every POST.
+func checkPage(t *testing.T, doc *html.Node, csrf string) {
+	t.Helper()
+	labels := map[string]bool{}
+	walk(doc, func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "label" {
+			if f, ok := attr(n, "for"); ok {
+				labels[f] = true
+			}
+		}
+	})
+	walk(doc, func(n *html.Node) {
+		if n.Type != html.ElementNode {
+			return
+		}
+		if n.Data == "script" {
+			if _, ok := attr(n, "src"); !ok || n.FirstChild != nil {
+				t.Errorf("inline script found")
+			}
+		}
+		for _, a := range n.Attr {
+			if a.Key == "style" || strings.HasPrefix(a.Key, "on") {
+				t.Errorf("<%s %s=…> breaks the CSP", n.Data, a.Key)
+			}
+		}
+		switch n.Data {
+		case "input", "select", "textarea":
+			if typ, _ := attr(n, "type"); typ == "hidden" || typ == "checkbox" || typ == "radio" {
+				if typ != "hidden" && (n.Parent == nil || n.Parent.Data != "label") {
+					t.Errorf("%s input not wrapped in a label", typ)
+				}
+				return
+			}
+			id, _ := attr(n, "id")
+			if !labels[id] {
+				t.Errorf("<%s id=%q> has no <label for>", n.Data, id)
+			}
+		case "form":
+			if m, _ := attr(n, "method"); m != "post" {
+				return
+			}
+			has := false
+			walk(n, func(c *html.Node) {
+				if name, _ := attr(c, "name"); name == "_csrf" {
+					v, _ := attr(c, "value")
+					has = v == csrf
+				}
+			})
+			if !has {
+				action, _ := attr(n, "action")
+				t.Errorf("form %s lacks the CSRF field", action)
+			}
+		}
+	})
+}
+
+func TestDashboardLiveRenders(t *testing.T) {
+	d := Dashboard{
+		GeneratedAt:  "08:00:00",
+		Providers:    []ProviderRow{{ID: "paris", Price: "0.0520", Renewable: true, Health: "ok", HealthLabel: "available"}},
+		Consumers:    []ConsumerRow{{ID: "rome", Policy: "Price"}},
+		Reservations: []ReservationRow{{ID: "res-1", Phase: "Peered", Timeline: []Step{{Phase: "Pending"}, {Phase: "Peered", Current: true}}}},
+		Charts:       []Chart{{ID: "price", Title: "Price", Width: 420, Height: 180, Lines: []Polyline{{Name: "paris", Color: "#1f6feb", Points: "0,0 1,1"}}}},
+	}
+	doc := render(t, DashboardPage(Page{Title: "t", Heading: "Dashboard", WSPath: "/ws"}, d))
+	checkPage(t, doc, "")
+	if got := text(byTestID(doc, "price-paris")); got != "0.0520" {
+		t.Fatalf("price cell %q", got)
+	}
+	if byTestID(doc, "conn-state") == nil {
+		t.Fatal("no connection state indicator")
+	}
+	if !strings.Contains(text(byTestID(doc, "reservations")), "Pending") {
+		t.Fatal("timeline not rendered")
+	}
+	if byTestID(doc, "chart-price") == nil {
+		t.Fatal("chart not rendered")
+	}
+	// The live fragment is one element with an id the client swaps.
+	frag := render(t, DashboardLive(d))
+	var live *html.Node
+	walk(frag, func(n *html.Node) {
+		if id, _ := attr(n, "id"); id == "live" {
+			live = n
+		}
+	})
+	if live == nil {
+		t.Fatal("the live fragment has no #live root")
+	}
+}
+
+func TestProviderPageRendersErrorsAndCSRF(t *testing.T) {
+	v := ProviderConsole{
+		Form: SharingForm{
+			Prices: []PriceField{{Name: "price_cpu", Label: "CPU price", Value: "cheap"}},
+			Caps:   []CapField{{Resource: "CPU", ModeName: "cap_mode_cpu", ValueName: "cap_value_cpu", Modes: []Option{{Value: "none", Label: "no cap", Selected: true}}}},
+		},
+		Errors: FieldErrors{"price_cpu": "CPU price: \"cheap\" is not a number"},
+	}
+	doc := render(t, ProviderPage(Page{Heading: "Provider console", CSRF: "tok", LoggedIn: true, WSPath: "/ws"}, v))
+	checkPage(t, doc, "tok")
+	if got := text(byTestID(doc, "err-price_cpu")); !strings.Contains(got, "is not a number") {
+		t.Fatalf("field error %q", got)
+	}
+	if byTestID(doc, "validation-summary") == nil {
+		t.Fatal("no error summary")
+	}
+}
+
+func TestConsumerPageRenders(t *testing.T) {
+	v := ConsumerConsole{
+		CSRF:     "tok",
+		Policy:   PolicyForm{Policies: []Option{{Value: "Price", Label: "Price", Selected: true}}, Weights: []WeightField{{Name: "w_price", Label: "Price weight", Value: "0"}}},
+		Workload: &WorkloadForm{Enabled: true, Replicas: "4", CPU: "1", Memory: "1Gi"},
+		Reserve:  ReserveForm{Providers: []Option{{Value: "paris", Label: "paris"}}, ChunkTypes: []Option{{Value: "standard", Label: "standard"}}, Count: "1"},
+		Status: ConsumerStatus{
+			Reservations: []ConsumerReservationRow{{ID: "res-1", Releasable: true, Phase: "Peered"}},
+			Nodes:        []NodeRow{{Name: "vk-1", State: "Running", StateClass: "ok"}},
+		},
+	}
+	doc := render(t, ConsumerPage(Page{Heading: "Consumer console", CSRF: "tok", LoggedIn: true, WSPath: "/ws"}, v))
+	checkPage(t, doc, "tok")
+	if !strings.Contains(text(byTestID(doc, "nodes")), "Running") {
+		t.Fatal("virtual node state missing")
+	}
+	// Broadcast fragments carry an empty CSRF value that live.js fills in.
+	frag := render(t, ConsumerReservations(v.Status, "", ""))
+	walk(frag, func(n *html.Node) {
+		if name, _ := attr(n, "name"); name == "_csrf" {
+			if val, _ := attr(n, "value"); val != "" {
+				t.Fatalf("a broadcast fragment carries a CSRF token")
+			}
+		}
+	})
+}
