@@ -181,7 +181,9 @@ func ids(vs []api.InstructionView) []string {
 	return out
 }
 
-func ok() api.InstructionResultRequest { return api.InstructionResultRequest{Status: api.ResultSucceeded} }
+func ok() api.InstructionResultRequest {
+	return api.InstructionResultRequest{Status: api.ResultSucceeded}
+}
 
 func failed(msg string) api.InstructionResultRequest {
 	return api.InstructionResultRequest{Status: api.ResultFailed, Error: &api.ErrorEnvelope{Code: "InternalError", Message: msg}}

@@ -73,7 +73,7 @@ func (s *Service) ensureGK(t *txn, r *store.Reservation) {
 	default:
 		// Un-enforced copy: it now serves r as well (fix #16).
 		if !slices.Contains(in.ReservationIDs, r.ID) {
-			in.ReservationIDs = append(slices.Clip(in.ReservationIDs), r.ID)
+			in.ReservationIDs = append(in.ReservationIDs, r.ID)
 		}
 		in.ConsumerLiqoID = r.ConsumerLiqoID
 		t.putIns(in)

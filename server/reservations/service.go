@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,10 +265,11 @@ func (s *Service) commitBatch(batch []*commitReq) {
 	for _, r := range batch {
 		n += len(r.muts)
 	}
-	muts := make([]store.Mutation, 0, n)
+	all := make([]store.Mutation, 0, n)
 	for _, r := range batch {
-		muts = append(muts, r.muts...)
+		all = append(all, r.muts...)
 	}
+	muts := lastWrites(all)
 	err := s.cfg.Store.Apply(context.Background(), muts)
 	if err != nil {
 		s.log.Error("Persisting state failed; rolling the in-memory state back to the store", "err", err, "commits", len(batch))
@@ -353,4 +355,27 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-t.C():
 		}
 	}
+}
+
+// lastWrites drops every mutation that a later mutation of the same record
+// in the same batch overrides: the batch is one atomic transaction, so only
+// the last write of a record is observable (a shared instruction touched by
+// many commits of a batch is encoded once).
+func lastWrites(muts []store.Mutation) []store.Mutation {
+	type key struct {
+		kind store.Kind
+		key  string
+	}
+	seen := make(map[key]struct{}, len(muts))
+	out := make([]store.Mutation, 0, len(muts))
+	for i := len(muts) - 1; i >= 0; i-- {
+		k := key{muts[i].Kind, muts[i].Key}
+		if _, dup := seen[k]; dup {
+			continue
+		}
+		seen[k] = struct{}{}
+		out = append(out, muts[i])
+	}
+	slices.Reverse(out)
+	return out
 }
