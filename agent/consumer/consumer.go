@@ -1,0 +1,433 @@
+// Package consumer is the consumer agent: it heartbeats its placement
+// policy, location and latencies to the broker, serves the local API the
+// Cluster Autoscaler adapter calls, peers with providers through the Liqo
+// driver (one ResourceSlice and one VirtualNodeState per reservation), keeps
+// each VirtualNodeState in step with its virtual Node, and resyncs its local
+// state with the broker at start and after a broker restart.
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// Broker is what the consumer needs from the broker (*brokerclient.Client).
+type Broker interface {
+	brokerclient.InstructionSource
+	Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error)
+	NodeGroups(ctx context.Context) (api.NodeGroupListResponse, error)
+	Reserve(ctx context.Context, id string, req api.ReservationRequest) (api.ReservationResponse, int, error)
+	Reservation(ctx context.Context, id string) (api.ReservationResponse, error)
+	Release(ctx context.Context, id string) (api.ReleaseResponse, int, error)
+}
+
+// Peerer peers with providers (liqo.Driver).
+type Peerer interface {
+	Peer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error
+	Unpeer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error
+}
+
+// Location is where the consumer cluster is.
+type Location struct {
+	Region, City        string
+	Latitude, Longitude float64
+}
+
+// GeoLookup resolves an IP address to a location (nil: unknown).
+type GeoLookup func(ctx context.Context, ip string) (*Location, error)
+
+// Config configures the consumer agent.
+type Config struct {
+	// ClusterID is the broker identity (certificate CN); LiqoClusterID the
+	// cluster's Liqo id (default ClusterID).
+	ClusterID, LiqoClusterID string
+	// Namespace holds ConsumerPolicies, VirtualNodeStates and the
+	// kubeconfig Secrets.
+	Namespace string
+	Kube      kubernetes.Interface
+	// Client reads and writes the CRDs and Liqo's ResourceSlices; its
+	// scheme must know fav1alpha1 and Liqo's authentication/v1beta1.
+	Client client.Client
+	Broker Broker
+	Driver Peerer
+	// Prober measures providers under the Latency policy (nil: no re-mask).
+	Prober *probe.Prober
+	// Geo locates the cluster from AdvertisedIP or NodeName's address.
+	Geo          GeoLookup
+	AdvertisedIP string
+	NodeName     string
+	// Interval between heartbeats (default 15 s); PolicyPoll between checks
+	// of the ConsumerPolicy (default 5 s); Resync between projector passes
+	// (default 10 s); NodeWait bounds how long Peer waits for the virtual
+	// node (default 2 min).
+	Interval, PolicyPoll, Resync, NodeWait time.Duration
+	Clock                                  clock.WithTicker
+	Logger                                 *slog.Logger
+	Tracker                                *health.Tracker
+	Metrics                                *health.Metrics
+	// Registerer receives the consumer's own metrics (nil: none).
+	Registerer prometheus.Registerer
+	// LoopConfig tunes the instruction loop.
+	LoopConfig brokerclient.LoopConfig
+}
+
+// Agent is the consumer agent.
+type Agent struct {
+	cfg  Config
+	log  *slog.Logger
+	loop *brokerclient.Loop
+	proj *projector
+
+	beat     chan struct{} // heartbeat now
+	resync   chan struct{} // resync now
+	reserved sync.Map      // reservation id → time.Time of the reserve call
+
+	mu       sync.Mutex
+	rtts     map[string]float64 // provider → ms
+	chosen   string
+	lastBody *api.HeartbeatRequest
+	beatOK   bool
+
+	reserveToPeer prometheus.Histogram
+}
+
+// New validates cfg and builds the agent.
+func New(cfg Config) (*Agent, error) {
+	switch {
+	case cfg.ClusterID == "":
+		return nil, errors.New("consumer agent: no cluster id")
+	case cfg.Namespace == "":
+		return nil, errors.New("consumer agent: no namespace")
+	case cfg.Kube == nil || cfg.Client == nil || cfg.Broker == nil || cfg.Driver == nil:
+		return nil, errors.New("consumer agent: Kube, Client, Broker and Driver are required")
+	}
+	if cfg.LiqoClusterID == "" {
+		cfg.LiqoClusterID = cfg.ClusterID
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 15 * time.Second
+	}
+	if cfg.PolicyPoll <= 0 {
+		cfg.PolicyPoll = 5 * time.Second
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 10 * time.Second
+	}
+	if cfg.NodeWait <= 0 {
+		cfg.NodeWait = 2 * time.Minute
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &Agent{
+		cfg:    cfg,
+		log:    cfg.Logger.With("role", "consumer", "cluster", cfg.ClusterID),
+		beat:   make(chan struct{}, 1),
+		resync: make(chan struct{}, 1),
+		rtts:   map[string]float64{},
+		reserveToPeer: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fa_agent_reserve_to_peer_start_seconds",
+			Help:    "From a reservation accepted through the local API to the start of its Peer handler.",
+			Buckets: []float64{.01, .025, .05, .1, .2, .5, 1, 2, 5, 10, 30},
+		}),
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(a.reserveToPeer); err != nil {
+			return nil, fmt.Errorf("registering consumer metrics: %w", err)
+		}
+	}
+	a.proj = newProjector(a)
+	lc := cfg.LoopConfig
+	lc.Source = cfg.Broker
+	lc.Clock = cfg.Clock
+	lc.Logger = a.log
+	lc.Handlers = map[api.InstructionKind]brokerclient.Handler{
+		api.KindPeer:    a.handlePeer,
+		api.KindUnpeer:  a.handleUnpeer,
+		api.KindCleanup: a.handleCleanup,
+	}
+	lc.Hooks = brokerclient.LoopHooks{
+		HandlerStarted: func(id string, _ api.InstructionKind) {
+			if cfg.Tracker != nil {
+				cfg.Tracker.HandlerStarted(id)
+			}
+		},
+		HandlerFinished: func(id string, kind api.InstructionKind, status string, d time.Duration) {
+			if cfg.Tracker != nil {
+				cfg.Tracker.HandlerFinished(id)
+			}
+			if cfg.Metrics != nil {
+				cfg.Metrics.Instructions.WithLabelValues(string(kind), status).Inc()
+				cfg.Metrics.InstructionDuration.WithLabelValues(string(kind)).Observe(d.Seconds())
+			}
+		},
+	}
+	var err error
+	if a.loop, err = brokerclient.NewLoop(lc); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// ReserveToPeer is the histogram of reserve → Peer-handler start.
+func (a *Agent) ReserveToPeer() prometheus.Histogram { return a.reserveToPeer }
+
+// Run heartbeats, handles instructions and projects virtual nodes until ctx
+// ends. It resyncs with the broker first.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.proj.start(ctx); err != nil {
+		return err
+	}
+	defer a.proj.shutdown()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		_ = a.loop.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		a.proj.run(ctx)
+	}()
+
+	tick := a.cfg.Clock.NewTicker(a.cfg.Interval)
+	defer tick.Stop()
+	policyTick := a.cfg.Clock.NewTicker(a.cfg.PolicyPoll)
+	defer policyTick.Stop()
+	resyncDue := true
+	a.heartbeat(ctx, true, &resyncDue)
+	for {
+		if resyncDue && a.beatOKNow() {
+			if err := a.Resync(ctx); err != nil {
+				a.log.Warn("Resync with the broker failed; will retry", "err", err)
+			} else {
+				resyncDue = false
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C():
+			a.heartbeat(ctx, true, &resyncDue)
+		case <-policyTick.C():
+			a.heartbeat(ctx, false, &resyncDue)
+		case <-a.beat:
+			a.heartbeat(ctx, true, &resyncDue)
+		case <-a.resync:
+			resyncDue = true
+		}
+	}
+}
+
+func (a *Agent) beatOKNow() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.beatOK
+}
+
+// BeatNow asks for a heartbeat at once (coalesced).
+func (a *Agent) BeatNow() {
+	select {
+	case a.beat <- struct{}{}:
+	default:
+	}
+}
+
+// heartbeat builds the heartbeat and sends it when force is set or it
+// changed. A success after a failure schedules a resync: the broker may
+// have restarted.
+func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
+	req, err := a.heartbeatRequest(ctx)
+	if err != nil {
+		a.log.Warn("Building the heartbeat failed", "err", err)
+		return
+	}
+	a.mu.Lock()
+	same := a.lastBody != nil && equalHeartbeat(*a.lastBody, req)
+	a.mu.Unlock()
+	if same && !force {
+		return
+	}
+	resp, err := a.cfg.Broker.Heartbeat(ctx, req)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("Heartbeat failed", "err", err)
+		}
+		a.count("error")
+		a.mu.Lock()
+		a.beatOK = false
+		a.lastBody = nil
+		a.mu.Unlock()
+		*resyncDue = true
+		return
+	}
+	a.count("ok")
+	a.mu.Lock()
+	a.beatOK = true
+	a.lastBody = &req
+	a.mu.Unlock()
+	for _, id := range resp.UnknownReservations {
+		a.log.Info("The broker holds no live reservation for a local virtual node; cleaning it up", "reservation", id)
+		if err := a.removeLocal(ctx, id, "", false); err != nil {
+			a.log.Warn("Cleaning up an unknown reservation failed", "reservation", id, "err", err)
+		}
+	}
+}
+
+func equalHeartbeat(a, b api.HeartbeatRequest) bool {
+	eqf := func(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
+	eqp := func(x, y *api.Placement) bool {
+		if x == nil || y == nil {
+			return x == y
+		}
+		if x.Type != y.Type || (x.Weights == nil) != (y.Weights == nil) {
+			return false
+		}
+		return x.Weights == nil || *x.Weights == *y.Weights
+	}
+	if a.ClusterID != b.ClusterID || a.LiqoClusterID != b.LiqoClusterID || !eqp(a.Placement, b.Placement) ||
+		a.Region != b.Region || a.City != b.City || !eqf(a.Latitude, b.Latitude) || !eqf(a.Longitude, b.Longitude) ||
+		a.ChosenProvider != b.ChosenProvider || !slices.Equal(a.Reservations, b.Reservations) || len(a.MeasuredLatencies) != len(b.MeasuredLatencies) {
+		return false
+	}
+	for k, v := range a.MeasuredLatencies {
+		if w, ok := b.MeasuredLatencies[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Agent) count(outcome string) {
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.Reports.WithLabelValues(outcome).Inc()
+	}
+}
+
+// heartbeatRequest builds the heartbeat from the cluster's state.
+func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, error) {
+	req := api.HeartbeatRequest{ClusterID: a.cfg.ClusterID, LiqoClusterID: a.cfg.LiqoClusterID}
+	p, err := a.Policy(ctx)
+	if err != nil {
+		return req, err
+	}
+	req.Placement = p
+	if loc := a.location(ctx); loc != nil {
+		lat, lon := loc.Latitude, loc.Longitude
+		req.Region, req.City, req.Latitude, req.Longitude = loc.Region, loc.City, &lat, &lon
+	}
+	vnss, err := a.listVNS(ctx)
+	if err != nil {
+		return req, err
+	}
+	for _, v := range vnss {
+		req.Reservations = append(req.Reservations, v.Spec.ReservationID)
+	}
+	sort.Strings(req.Reservations)
+	a.mu.Lock()
+	if len(a.rtts) > 0 {
+		req.MeasuredLatencies = map[string]float64{}
+		for k, v := range a.rtts {
+			req.MeasuredLatencies[k] = v
+		}
+		req.ChosenProvider = a.chosen
+	}
+	a.mu.Unlock()
+	return req, nil
+}
+
+// Policy returns the placement of the ConsumerPolicy with the lowest name in
+// the agent's namespace (nil when there is none: the broker's default).
+func (a *Agent) Policy(ctx context.Context) (*api.Placement, error) {
+	var list fav1alpha1.ConsumerPolicyList
+	if err := a.cfg.Client.List(ctx, &list, client.InNamespace(a.cfg.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing ConsumerPolicies in %s: %w", a.cfg.Namespace, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	sp := list.Items[0].Spec.Placement
+	if sp.Type == "" && sp.Weights == nil {
+		return nil, nil
+	}
+	p := &api.Placement{Type: api.PlacementType(sp.Type)}
+	if w := sp.Weights; w != nil {
+		p.Weights = &api.Weights{Price: w.Price, Carbon: w.Carbon, Distance: w.Distance, FreeCapacity: w.FreeCapacity}
+	}
+	return p, nil
+}
+
+// location is the cluster's location, best effort.
+func (a *Agent) location(ctx context.Context) *Location {
+	set := func(err error) {
+		if a.cfg.Tracker != nil {
+			a.cfg.Tracker.SetInput("geo", err)
+		}
+	}
+	if a.cfg.Geo == nil {
+		set(errors.New("no geo service configured (--mock-geo-url)"))
+		return nil
+	}
+	ip := a.cfg.AdvertisedIP
+	if ip == "" {
+		ip = a.proj.nodeIP(a.cfg.NodeName)
+	}
+	if ip == "" {
+		set(errors.New("no node address to locate (set --advertised-ip)"))
+		return nil
+	}
+	loc, err := a.cfg.Geo(ctx, ip)
+	if err != nil || loc == nil {
+		if err == nil {
+			err = fmt.Errorf("no location known for %s", ip)
+		}
+		set(err)
+		return nil
+	}
+	set(nil)
+	return loc
+}
+
+// listVNS lists the agent's VirtualNodeStates.
+func (a *Agent) listVNS(ctx context.Context) ([]fav1alpha1.VirtualNodeState, error) {
+	var list fav1alpha1.VirtualNodeStateList
+	if err := a.cfg.Client.List(ctx, &list, client.InNamespace(a.cfg.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing VirtualNodeStates in %s: %w", a.cfg.Namespace, err)
+	}
+	return list.Items, nil
+}
+
+// nodeAddress picks a node's ExternalIP, then InternalIP.
+func nodeAddress(n *corev1.Node) string {
+	for _, t := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
+		for _, addr := range n.Status.Addresses {
+			if addr.Type == t && addr.Address != "" {
+				return addr.Address
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,166 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"sort"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// maxLocalBody bounds a local API request body (a ReservationRequest is a
+// few hundred bytes).
+const maxLocalBody = 1 << 20
+
+// LocalAPI returns the handler of the local API the Cluster Autoscaler
+// adapter calls (reference §7.1). It is meant for loopback: no auth.
+//
+// Statuses are passed through from the broker: 201 for a new reservation,
+// 200 for a replay, 202 for a release (the reference rewrote them, bug
+// #28), and every broker error keeps its status, code, message and request
+// id. A broker that cannot be reached gives 502 UpstreamError.
+func (a *Agent) LocalAPI() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, api.HealthResponse{Status: "ok"})
+	})
+	mux.HandleFunc("GET "+localapi.PathNodeGroups, a.getNodeGroups)
+	mux.HandleFunc("POST "+localapi.PathReservations, a.postReservation)
+	mux.HandleFunc("DELETE "+localapi.PathReservations+"/{id}", a.deleteReservation)
+	mux.HandleFunc("GET "+localapi.PathVirtualNodes, a.getVirtualNodes)
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg, reqID string) {
+	writeJSON(w, status, api.ErrorResponse{Code: code, Message: msg, RequestID: reqID})
+}
+
+// writeBrokerError passes a broker error through unchanged.
+func writeBrokerError(w http.ResponseWriter, err error) {
+	var be *brokerclient.Error
+	if errors.As(err, &be) {
+		writeJSON(w, be.Status, api.ErrorResponse{Code: be.Code, Message: be.Message, Details: be.Details, RequestID: be.RequestID})
+		return
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		writeError(w, http.StatusGatewayTimeout, api.CodeTimeout, err.Error(), "")
+		return
+	}
+	writeError(w, http.StatusBadGateway, api.CodeUpstreamError, err.Error(), "")
+}
+
+func (a *Agent) getNodeGroups(w http.ResponseWriter, r *http.Request) {
+	view, err := a.cfg.Broker.NodeGroups(r.Context())
+	if err != nil {
+		writeBrokerError(w, err)
+		return
+	}
+	if view.LatencyShortlist && a.cfg.Prober != nil {
+		a.remask(r.Context(), &view)
+	}
+	writeJSON(w, http.StatusOK, view)
+}
+
+func (a *Agent) postReservation(w http.ResponseWriter, r *http.Request) {
+	var req api.ReservationRequest
+	// Lenient like the reference: unknown fields are dropped.
+	if err := json.NewDecoder(io.LimitReader(r.Body, maxLocalBody)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "decode body: "+err.Error(), "")
+		return
+	}
+	id := r.Header.Get(api.HeaderReservationID)
+	if id == "" {
+		id = "res-" + uuid.NewString()
+	}
+	if msgs := validation.IsDNS1123Subdomain(id); len(msgs) > 0 {
+		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "X-Reservation-Id "+id+" is not a DNS-1123 subdomain", "")
+		return
+	}
+	start := a.cfg.Clock.Now()
+	resp, status, err := a.cfg.Broker.Reserve(r.Context(), id, req)
+	if brokerclient.StatusOf(err) == http.StatusPreconditionFailed {
+		// The broker does not know us (it restarted): heartbeat, retry once.
+		a.BeatNow()
+		if herr := a.heartbeatOnce(r.Context()); herr == nil {
+			resp, status, err = a.cfg.Broker.Reserve(r.Context(), id, req)
+		}
+	}
+	if err != nil {
+		writeBrokerError(w, err)
+		return
+	}
+	if status == http.StatusCreated || status == http.StatusOK {
+		a.reserved.LoadOrStore(id, start)
+	}
+	w.Header().Set(api.HeaderReservationID, id)
+	writeJSON(w, status, resp)
+}
+
+// heartbeatOnce sends one heartbeat now (the local API's 412 recovery).
+func (a *Agent) heartbeatOnce(ctx context.Context) error {
+	req, err := a.heartbeatRequest(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = a.cfg.Broker.Heartbeat(ctx, req)
+	return err
+}
+
+func (a *Agent) deleteReservation(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id == "" {
+		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "empty reservation id", "")
+		return
+	}
+	resp, status, err := a.cfg.Broker.Release(r.Context(), id)
+	if err != nil {
+		writeBrokerError(w, err)
+		return
+	}
+	a.reserved.Delete(id)
+	writeJSON(w, status, resp)
+}
+
+func (a *Agent) getVirtualNodes(w http.ResponseWriter, r *http.Request) {
+	list, err := a.listVNS(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, api.CodeInternalError, err.Error(), "")
+		return
+	}
+	out := localapi.VirtualNodeList{VirtualNodes: make([]localapi.VirtualNode, 0, len(list))}
+	for _, v := range list {
+		out.VirtualNodes = append(out.VirtualNodes, VirtualNodeView(v))
+	}
+	sort.Slice(out.VirtualNodes, func(i, j int) bool { return out.VirtualNodes[i].ReservationID < out.VirtualNodes[j].ReservationID })
+	writeJSON(w, http.StatusOK, out)
+}
+
+// VirtualNodeView projects a VirtualNodeState for the adapter.
+func VirtualNodeView(v fav1alpha1.VirtualNodeState) localapi.VirtualNode {
+	name := v.Status.VirtualNodeName
+	if name == "" {
+		name = v.Name
+	}
+	return localapi.VirtualNode{
+		Name: name, VirtualNodeName: v.Status.VirtualNodeName, ProviderID: v.Status.ProviderID,
+		ReservationID: v.Spec.ReservationID, NodeGroupID: v.Spec.NodeGroupID,
+		ProviderClusterID: v.Spec.ProviderClusterID, ProviderLiqoClusterID: v.Spec.ProviderLiqoClusterID,
+		Phase: localapi.Phase(v.Status.Phase), Allocatable: v.Status.Allocatable,
+		LastTransitionTime: v.Status.LastTransitionTime, Message: v.Status.Message,
+	}
+}

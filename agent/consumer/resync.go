@@ -1,0 +1,112 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+
+	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// Resync compares the local VirtualNodeStates with the broker's
+// reservations: a VirtualNodeState whose reservation the broker does not
+// know (404) or holds in a terminal phase is an orphan and is removed with
+// its slice, node and Secret; a live reservation whose local chunk is Failed
+// is reported (logged, and the Failed VirtualNodeState stays visible to the
+// adapter). It runs at start and after every heartbeat that follows a
+// failed one (the broker may have restarted).
+func (a *Agent) Resync(ctx context.Context) error {
+	list, err := a.listVNS(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	removed := 0
+	for _, v := range list {
+		res := v.Spec.ReservationID
+		r, err := a.cfg.Broker.Reservation(ctx, res)
+		orphan := false
+		switch {
+		case brokerclient.StatusOf(err) == http.StatusNotFound:
+			orphan = true
+		case err != nil:
+			errs = append(errs, fmt.Errorf("reading reservation %s: %w", res, err))
+			continue
+		case r.Status.Terminal():
+			orphan = true
+		}
+		if orphan {
+			a.log.Info("Removing a virtual node the broker no longer holds", "reservation", res, "brokerPhase", r.Status)
+			if err := a.removeLocal(ctx, res, v.Spec.ProviderLiqoClusterID, false); err != nil {
+				errs = append(errs, err)
+			} else {
+				removed++
+			}
+			continue
+		}
+		if v.Status.Phase == "Failed" && r.Status == api.PhasePeered {
+			a.log.Warn("The broker holds a peered reservation whose local virtual node failed", "reservation", res, "message", v.Status.Message)
+		}
+	}
+	if removed > 0 {
+		a.BeatNow()
+	}
+	return errors.Join(errs...)
+}
+
+// RequestResync asks Run to resync at its next turn.
+func (a *Agent) RequestResync() {
+	select {
+	case a.resync <- struct{}{}:
+	default:
+	}
+}
+
+// remask applies the consumer-side latency re-mask (reference §6.5): probe
+// every growable candidate with a probe endpoint, keep the lowest RTT, and
+// mask every other growable view (maxSize = currentReserved). With no
+// candidate or no answer the broker's view is left as is.
+func (a *Agent) remask(ctx context.Context, view *api.NodeGroupListResponse) {
+	byEndpoint := map[string]string{}
+	var eps []string
+	for _, g := range view.NodeGroups {
+		if g.MaxSize > g.CurrentReserved && g.ProbeEndpoint != "" {
+			if _, ok := byEndpoint[g.ProbeEndpoint]; !ok {
+				byEndpoint[g.ProbeEndpoint] = g.ProviderClusterID
+				eps = append(eps, g.ProbeEndpoint)
+			}
+		}
+	}
+	if len(eps) == 0 {
+		return
+	}
+	rtts := a.cfg.Prober.Measure(ctx, eps)
+	best, bestRTT := "", math.Inf(1)
+	byProvider := map[string]float64{}
+	for ep, rtt := range rtts {
+		p := byEndpoint[ep]
+		byProvider[p] = rtt
+		if rtt < bestRTT || rtt == bestRTT && p < best {
+			best, bestRTT = p, rtt
+		}
+	}
+	if best == "" {
+		return
+	}
+	a.mu.Lock()
+	changed := a.chosen != best || len(a.rtts) != len(byProvider)
+	a.rtts, a.chosen = byProvider, best
+	a.mu.Unlock()
+	if changed {
+		a.BeatNow()
+	}
+	for i := range view.NodeGroups {
+		g := &view.NodeGroups[i]
+		if g.ProviderClusterID != best && g.MaxSize > g.CurrentReserved {
+			g.MaxSize = g.CurrentReserved
+		}
+	}
+}

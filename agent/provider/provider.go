@@ -1,0 +1,409 @@
+// Package provider is the provider agent: it advertises what the cluster
+// can really lend (free capacity from Node and Pod informers, capped by the
+// sharing configuration), with prices, location, carbon and a UDP probe
+// endpoint, and mints or revokes the Liqo peering credentials the broker asks
+// for.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// Broker is what the provider needs from the broker (*brokerclient.Client).
+type Broker interface {
+	brokerclient.InstructionSource
+	Advertise(ctx context.Context, req api.AdvertisementRequest) (api.AdvertisementResponse, error)
+}
+
+// PeeringUsers mints and revokes peering credentials (liqo.Driver).
+type PeeringUsers interface {
+	GeneratePeeringUser(ctx context.Context, consumerLiqoClusterID string) (string, error)
+	DeletePeeringUser(ctx context.Context, consumerLiqoClusterID string) error
+}
+
+// GeoLookup resolves an IP address to a location; nil topology means the
+// IP has no known location.
+type GeoLookup func(ctx context.Context, ip string) (*api.Topology, error)
+
+// CarbonLookup returns a region's current carbon intensity and hourly
+// forecast (current hour first).
+type CarbonLookup func(ctx context.Context, region string) (current *float64, forecast []float64, err error)
+
+// Config configures the provider agent.
+type Config struct {
+	// ClusterID is the broker identity (the certificate CN);
+	// LiqoClusterID the cluster's Liqo id.
+	ClusterID, LiqoClusterID string
+	Kube                     kubernetes.Interface
+	Broker                   Broker
+	Driver                   PeeringUsers
+	Sharing                  *Store
+	// NodeName picks the node whose address locates the cluster (its
+	// ExternalIP, then InternalIP); empty: the first lendable node by name.
+	NodeName string
+	// AdvertisedIP overrides the node address.
+	AdvertisedIP string
+	// ProbePort is the UDP echo responder's port (0: no probe endpoint).
+	ProbePort int
+	Geo       GeoLookup
+	Carbon    CarbonLookup
+	// Interval between advertisements (default 30 s); ConfigPoll between
+	// checks of the configuration files (default 5 s); Debounce groups a
+	// burst of pod events into one advertisement (default 1 s).
+	Interval, ConfigPoll, Debounce time.Duration
+	Clock                          clock.WithTicker
+	Logger                         *slog.Logger
+	Tracker                        *health.Tracker
+	Metrics                        *health.Metrics
+	// LoopConfig tunes the instruction loop (Source, Handlers, Clock,
+	// Logger and Hooks are filled in by the agent).
+	LoopConfig brokerclient.LoopConfig
+}
+
+// Agent is the provider agent.
+type Agent struct {
+	cfg  Config
+	cap  *Capacity
+	loop *brokerclient.Loop
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	last     *api.AdvertisementRequest // last advertisement the broker accepted
+	lastResp api.AdvertisementResponse
+}
+
+// New validates cfg and builds the agent.
+func New(cfg Config) (*Agent, error) {
+	switch {
+	case cfg.ClusterID == "":
+		return nil, errors.New("provider agent: no cluster id")
+	case cfg.Kube == nil || cfg.Broker == nil || cfg.Driver == nil:
+		return nil, errors.New("provider agent: Kube, Broker and Driver are required")
+	}
+	if cfg.LiqoClusterID == "" {
+		cfg.LiqoClusterID = cfg.ClusterID
+	}
+	if cfg.Sharing == nil {
+		s, err := NewStore(Sources{}, cfg.Logger)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Sharing = s
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 30 * time.Second
+	}
+	if cfg.ConfigPoll <= 0 {
+		cfg.ConfigPoll = 5 * time.Second
+	}
+	if cfg.Debounce <= 0 {
+		cfg.Debounce = time.Second
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, err := NewCapacity(cfg.Kube, 0)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, cap: c, log: cfg.Logger.With("role", "provider", "cluster", cfg.ClusterID)}
+	lc := cfg.LoopConfig
+	lc.Source = cfg.Broker
+	lc.Clock = cfg.Clock
+	lc.Logger = a.log
+	lc.Handlers = map[api.InstructionKind]brokerclient.Handler{
+		api.KindGenerateKubeconfig: a.handleGenerateKubeconfig,
+		api.KindCleanup:            a.handleCleanup,
+		api.KindReconcile:          a.handleReconcile,
+	}
+	lc.Hooks = loopHooks(cfg.Tracker, cfg.Metrics)
+	if a.loop, err = brokerclient.NewLoop(lc); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// loopHooks wires the instruction loop to health and metrics.
+func loopHooks(t *health.Tracker, m *health.Metrics) brokerclient.LoopHooks {
+	return brokerclient.LoopHooks{
+		HandlerStarted: func(id string, _ api.InstructionKind) {
+			if t != nil {
+				t.HandlerStarted(id)
+			}
+		},
+		HandlerFinished: func(id string, kind api.InstructionKind, status string, d time.Duration) {
+			if t != nil {
+				t.HandlerFinished(id)
+			}
+			if m != nil {
+				m.Instructions.WithLabelValues(string(kind), status).Inc()
+				m.InstructionDuration.WithLabelValues(string(kind)).Observe(d.Seconds())
+			}
+		},
+	}
+}
+
+// Run advertises and handles instructions until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.cap.Start(ctx); err != nil {
+		return err
+	}
+	defer a.cap.Shutdown()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = a.loop.Run(ctx)
+	}()
+	defer wg.Wait()
+
+	tick := a.cfg.Clock.NewTicker(a.cfg.Interval)
+	defer tick.Stop()
+	cfgTick := a.cfg.Clock.NewTicker(a.cfg.ConfigPoll)
+	defer cfgTick.Stop()
+	a.advertise(ctx, true)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C():
+			a.advertise(ctx, true)
+		case <-cfgTick.C():
+			if _, err := a.cfg.Sharing.Reload(); err != nil && a.cfg.Tracker != nil {
+				a.cfg.Tracker.SetInput("sharing-config", err)
+			} else if a.cfg.Tracker != nil {
+				a.cfg.Tracker.SetInput("sharing-config", nil)
+			}
+		case <-a.cfg.Sharing.Changed():
+			a.advertise(ctx, false)
+		case <-a.cap.Changed():
+			// Group a burst of pod events into one advertisement.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-a.cfg.Clock.After(a.cfg.Debounce):
+			}
+			a.advertise(ctx, false)
+		}
+	}
+}
+
+// Advertisement builds the advertisement the agent would send now.
+func (a *Agent) Advertisement(ctx context.Context) (api.AdvertisementRequest, error) {
+	free, err := a.cap.Free()
+	if err != nil {
+		return api.AdvertisementRequest{}, err
+	}
+	sc := a.cfg.Sharing.Config()
+	capped := ApplyCaps(free, sc.Capacity)
+	req := api.AdvertisementRequest{
+		ClusterID:            a.cfg.ClusterID,
+		LiqoClusterID:        a.cfg.LiqoClusterID,
+		Resources:            capped.Resources,
+		UnitPrices:           sc.UnitPrices,
+		CapacityScalePercent: capped.ScalePercent,
+		CapacityFixed:        capped.Fixed,
+		Renewable:            sc.Renewable,
+		Sharing:              sc.Sharing(),
+	}
+	ip := a.cfg.AdvertisedIP
+	if ip == "" {
+		ip = a.nodeIP()
+	}
+	if ip != "" && a.cfg.ProbePort > 0 {
+		req.ProbeEndpoint = net.JoinHostPort(ip, strconv.Itoa(a.cfg.ProbePort))
+	}
+	a.locate(ctx, ip, &req)
+	return req, nil
+}
+
+// locate fills topology and carbon, best effort; every missing input is
+// recorded on the health tracker.
+func (a *Agent) locate(ctx context.Context, ip string, req *api.AdvertisementRequest) {
+	setInput := func(name string, err error) {
+		if a.cfg.Tracker != nil {
+			a.cfg.Tracker.SetInput(name, err)
+		}
+	}
+	if a.cfg.Geo == nil {
+		setInput("geo", errors.New("no geo service configured (--mock-geo-url)"))
+		return
+	}
+	if ip == "" {
+		setInput("geo", errors.New("no node address to locate (set --advertised-ip)"))
+		return
+	}
+	topo, err := a.cfg.Geo(ctx, ip)
+	if err != nil || topo == nil {
+		if err == nil {
+			err = fmt.Errorf("no location known for %s", ip)
+		}
+		setInput("geo", err)
+		return
+	}
+	setInput("geo", nil)
+	req.Topology = topo
+	if a.cfg.Carbon == nil {
+		setInput("carbon", errors.New("no carbon service configured (--mock-eco-url)"))
+		return
+	}
+	if topo.Region == "" {
+		setInput("carbon", fmt.Errorf("the location of %s has no region", ip))
+		return
+	}
+	cur, fc, err := a.cfg.Carbon(ctx, topo.Region)
+	if err != nil {
+		setInput("carbon", err)
+		return
+	}
+	setInput("carbon", nil)
+	req.CarbonIntensity, req.CarbonForecast = cur, fc
+}
+
+// nodeIP is the configured node's ExternalIP, else its InternalIP.
+func (a *Agent) nodeIP() string {
+	for _, n := range a.cap.Nodes() {
+		if a.cfg.NodeName != "" && n.Name != a.cfg.NodeName || a.cfg.NodeName == "" && !Lendable(n) {
+			continue
+		}
+		for _, t := range []corev1.NodeAddressType{corev1.NodeExternalIP, corev1.NodeInternalIP} {
+			for _, addr := range n.Status.Addresses {
+				if addr.Type == t && addr.Address != "" {
+					return addr.Address
+				}
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
+// advertise sends the advertisement when force is set or it changed since
+// the last accepted one.
+func (a *Agent) advertise(ctx context.Context, force bool) {
+	req, err := a.Advertisement(ctx)
+	if err != nil {
+		a.log.Error("Building the advertisement failed", "err", err)
+		return
+	}
+	if len(req.Resources) == 0 {
+		a.log.Warn("Nothing to advertise: no Ready, schedulable node")
+		return
+	}
+	a.mu.Lock()
+	same := a.last != nil && reflect.DeepEqual(*a.last, req)
+	a.mu.Unlock()
+	if same && !force {
+		return
+	}
+	resp, err := a.cfg.Broker.Advertise(ctx, req)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("Advertisement failed", "err", err)
+		}
+		a.count("error")
+		return
+	}
+	a.count("ok")
+	a.mu.Lock()
+	a.last, a.lastResp = &req, resp
+	a.mu.Unlock()
+	a.log.Debug("Advertised", "resources", req.Resources, "chunks", resp.ChunkCount)
+	if len(resp.Instructions) > 0 {
+		a.loop.Submit(ctx, resp.Instructions)
+	}
+}
+
+func (a *Agent) count(outcome string) {
+	if a.cfg.Metrics != nil {
+		a.cfg.Metrics.Reports.WithLabelValues(outcome).Inc()
+	}
+}
+
+// LastAdvertisement returns the last advertisement the broker accepted and
+// its answer (nil before the first).
+func (a *Agent) LastAdvertisement() (*api.AdvertisementRequest, api.AdvertisementResponse) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.last == nil {
+		return nil, a.lastResp
+	}
+	c := *a.last
+	return &c, a.lastResp
+}
+
+// Sharing returns the configuration store (the provider console applies
+// changes through it).
+func (a *Agent) Sharing() *Store { return a.cfg.Sharing }
+
+func consumerLiqoID(in api.InstructionView) (string, error) {
+	id := in.ConsumerLiqoClusterID
+	if id == "" {
+		id = in.ConsumerClusterID
+	}
+	if id == "" {
+		return "", api.Errorf(api.CodeInvalidRequest, "instruction %s names no consumer", in.ID)
+	}
+	return id, nil
+}
+
+// handleGenerateKubeconfig mints a peering credential for the consumer's
+// Liqo cluster id (not its broker id: reference bug #17).
+func (a *Agent) handleGenerateKubeconfig(ctx context.Context, in api.InstructionView) (*api.InstructionPayload, error) {
+	id, err := consumerLiqoID(in)
+	if err != nil {
+		return nil, err
+	}
+	if sc := a.cfg.Sharing.Config(); in.ConsumerClusterID != "" && !sc.Allows(in.ConsumerClusterID) {
+		return nil, api.Errorf(api.CodeForbidden, "the sharing configuration of %s does not lend to %s", a.cfg.ClusterID, in.ConsumerClusterID)
+	}
+	kc, err := a.cfg.Driver.GeneratePeeringUser(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("generating the peering user for %s: %w", id, err)
+	}
+	if kc == "" {
+		return nil, fmt.Errorf("generating the peering user for %s: the driver returned an empty kubeconfig", id)
+	}
+	return &api.InstructionPayload{Kind: api.PayloadKubeconfig, Kubeconfig: kc}, nil
+}
+
+// handleCleanup revokes the consumer's credential; a missing one is success.
+func (a *Agent) handleCleanup(ctx context.Context, in api.InstructionView) (*api.InstructionPayload, error) {
+	id, err := consumerLiqoID(in)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.cfg.Driver.DeletePeeringUser(ctx, id); err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("deleting the peering user of %s: %w", id, err)
+	}
+	return nil, nil
+}
+
+// handleReconcile reports the current (capped) advertisement.
+func (a *Agent) handleReconcile(ctx context.Context, _ api.InstructionView) (*api.InstructionPayload, error) {
+	req, err := a.Advertisement(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &api.InstructionPayload{Kind: api.PayloadReconcile, Advertisement: &req}, nil
+}

@@ -1,0 +1,315 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// maxConfigFile bounds a configuration file; real ones are a few hundred
+// bytes.
+const maxConfigFile = 1 << 20
+
+// SharingConfig is what a provider lends, at what price and to whom: the
+// --sharing-file format and what the provider console writes.
+type SharingConfig struct {
+	// UnitPrices is the price per unit-hour by resource (cpu per core-hour,
+	// memory per GiB-hour, nvidia.com/gpu per GPU-hour). Empty: unpriced.
+	UnitPrices corev1.ResourceList `json:"unitPrices,omitempty"`
+	// Capacity caps what is advertised, per resource: a percentage of the
+	// free amount or a fixed Quantity.
+	Capacity map[corev1.ResourceName]Cap `json:"capacity,omitempty"`
+	// Renewable declares the provider's power renewable.
+	Renewable bool `json:"renewable,omitempty"`
+	// AllowedConsumers (empty: everyone), DeniedConsumers (wins) and
+	// MaxChunksPerConsumer (0: no cap) are the "with whom" rules.
+	AllowedConsumers     []string `json:"allowedConsumers,omitempty"`
+	DeniedConsumers      []string `json:"deniedConsumers,omitempty"`
+	MaxChunksPerConsumer int32    `json:"maxChunksPerConsumer,omitempty"`
+}
+
+// Cap limits one resource: exactly one of Percent and Fixed is set.
+type Cap struct {
+	// Percent advertises this share (0–100) of the free amount.
+	Percent *int32
+	// Fixed advertises at most this amount.
+	Fixed *resource.Quantity
+}
+
+// String renders c the way the sharing file spells it.
+func (c Cap) String() string {
+	switch {
+	case c.Percent != nil:
+		return strconv.Itoa(int(*c.Percent)) + "%"
+	case c.Fixed != nil:
+		return c.Fixed.String()
+	default:
+		return ""
+	}
+}
+
+// MarshalJSON writes "N%" or the Quantity.
+func (c Cap) MarshalJSON() ([]byte, error) { return json.Marshal(c.String()) }
+
+// UnmarshalJSON reads the sharing-file form: a bare integer or "N%" is a
+// percentage; any other string is a fixed Quantity ("4", "8Gi", "500m").
+func (c *Cap) UnmarshalJSON(b []byte) error { return c.parse(b, false) }
+
+// parse reads a cap; legacy selects the reference capacity.yaml rules where
+// a quoted bare integer is also a percentage (§9.1).
+func (c *Cap) parse(b []byte, legacy bool) error {
+	*c = Cap{}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '"' {
+		n, err := strconv.ParseInt(string(b), 10, 32)
+		if err != nil {
+			return fmt.Errorf("capacity cap %s: a bare number must be an integer percentage (write \"N%%\" or a Quantity such as \"8Gi\")", b)
+		}
+		p := int32(n)
+		c.Percent = &p
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("capacity cap %s: %w", b, err)
+	}
+	s = strings.TrimSpace(s)
+	if num, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 32)
+		if err != nil {
+			return fmt.Errorf("capacity cap %q: the percentage must be an integer", s)
+		}
+		p := int32(n)
+		c.Percent = &p
+		return nil
+	}
+	if legacy {
+		if n, err := strconv.ParseInt(s, 10, 32); err == nil {
+			p := int32(n)
+			c.Percent = &p
+			return nil
+		}
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return fmt.Errorf("capacity cap %q: neither a percentage nor a Quantity: %w", s, err)
+	}
+	c.Fixed = &q
+	return nil
+}
+
+// Validate checks every field and says what to fix.
+func (s *SharingConfig) Validate() error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(s.UnitPrices)) {
+		if q := s.UnitPrices[name]; q.Sign() < 0 {
+			errs = append(errs, fmt.Errorf("unitPrices.%s = %s: prices must not be negative", name, q.String()))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Capacity)) {
+		c := s.Capacity[name]
+		switch {
+		case c.Percent == nil && c.Fixed == nil:
+			errs = append(errs, fmt.Errorf("capacity.%s: empty cap", name))
+		case c.Percent != nil && (*c.Percent < 0 || *c.Percent > 100):
+			errs = append(errs, fmt.Errorf("capacity.%s = %d%%: a percentage must be between 0 and 100", name, *c.Percent))
+		case c.Fixed != nil && c.Fixed.Sign() < 0:
+			errs = append(errs, fmt.Errorf("capacity.%s = %s: a fixed cap must not be negative", name, c.Fixed.String()))
+		}
+	}
+	for field, ids := range map[string][]string{"allowedConsumers": s.AllowedConsumers, "deniedConsumers": s.DeniedConsumers} {
+		for _, id := range ids {
+			if msgs := validation.IsDNS1123Subdomain(id); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a cluster id: %s", field, id, strings.Join(msgs, "; ")))
+			}
+		}
+	}
+	if s.MaxChunksPerConsumer < 0 {
+		errs = append(errs, fmt.Errorf("maxChunksPerConsumer = %d: must be 0 (no cap) or more", s.MaxChunksPerConsumer))
+	}
+	return errors.Join(errs...)
+}
+
+// Sharing returns the wire form of the "with whom" rules, nil when there
+// are none.
+func (s *SharingConfig) Sharing() *api.Sharing {
+	if len(s.AllowedConsumers) == 0 && len(s.DeniedConsumers) == 0 && s.MaxChunksPerConsumer == 0 {
+		return nil
+	}
+	return &api.Sharing{
+		AllowedConsumers:     slices.Clone(s.AllowedConsumers),
+		DeniedConsumers:      slices.Clone(s.DeniedConsumers),
+		MaxChunksPerConsumer: s.MaxChunksPerConsumer,
+	}
+}
+
+// Allows reports whether consumer may borrow under these rules.
+func (s *SharingConfig) Allows(consumer string) bool {
+	if slices.Contains(s.DeniedConsumers, consumer) {
+		return false
+	}
+	return len(s.AllowedConsumers) == 0 || slices.Contains(s.AllowedConsumers, consumer)
+}
+
+// DeepCopy returns an independent copy.
+func (s *SharingConfig) DeepCopy() SharingConfig {
+	out := SharingConfig{
+		UnitPrices:           s.UnitPrices.DeepCopy(),
+		Renewable:            s.Renewable,
+		AllowedConsumers:     slices.Clone(s.AllowedConsumers),
+		DeniedConsumers:      slices.Clone(s.DeniedConsumers),
+		MaxChunksPerConsumer: s.MaxChunksPerConsumer,
+	}
+	if s.Capacity != nil {
+		out.Capacity = make(map[corev1.ResourceName]Cap, len(s.Capacity))
+		for k, c := range s.Capacity {
+			var cc Cap
+			if c.Percent != nil {
+				p := *c.Percent
+				cc.Percent = &p
+			}
+			if c.Fixed != nil {
+				q := c.Fixed.DeepCopy()
+				cc.Fixed = &q
+			}
+			out.Capacity[k] = cc
+		}
+	}
+	return out
+}
+
+// ParseSharing parses a --sharing-file (YAML or JSON). Unknown fields are
+// refused so a typo is not silently ignored.
+func ParseSharing(data []byte) (SharingConfig, error) {
+	var cfg SharingConfig
+	if len(data) > maxConfigFile {
+		return cfg, fmt.Errorf("sharing configuration is %d bytes, over the %d limit", len(data), maxConfigFile)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return cfg, nil
+	}
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return SharingConfig{}, fmt.Errorf("parsing the sharing configuration: %w", err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return SharingConfig{}, fmt.Errorf("invalid sharing configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// ParsePrices parses the reference prices.yaml: resource name → Quantity
+// (quoted string or number). An empty file means unpriced.
+func ParsePrices(data []byte) (corev1.ResourceList, error) {
+	if len(data) > maxConfigFile {
+		return nil, fmt.Errorf("price file is %d bytes, over the %d limit", len(data), maxConfigFile)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil
+	}
+	var out corev1.ResourceList
+	if err := yaml.Unmarshal(data, &out); err != nil {
+		return nil, fmt.Errorf("parsing the price file (want resource: \"price\" lines): %w", err)
+	}
+	cfg := SharingConfig{UnitPrices: out}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid price file: %w", err)
+	}
+	return out, nil
+}
+
+// ParseCapacity parses the reference capacity.yaml: resource name → a
+// percentage (80, "80", "80%") or a Quantity with a unit ("8Gi", "4000m").
+func ParseCapacity(data []byte) (map[corev1.ResourceName]Cap, error) {
+	if len(data) > maxConfigFile {
+		return nil, fmt.Errorf("capacity file is %d bytes, over the %d limit", len(data), maxConfigFile)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil
+	}
+	var raw map[corev1.ResourceName]json.RawMessage
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return nil, fmt.Errorf("parsing the capacity file (want resource: percent or quantity lines): %w", err)
+	}
+	out := make(map[corev1.ResourceName]Cap, len(raw))
+	for name, v := range raw {
+		var c Cap
+		if err := c.parse(v, true); err != nil {
+			return nil, fmt.Errorf("capacity file, %s: %w", name, err)
+		}
+		out[name] = c
+	}
+	cfg := SharingConfig{Capacity: out}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid capacity file: %w", err)
+	}
+	return out, nil
+}
+
+// ParseRenewable parses the reference renewable.yaml: {renewable: bool}.
+func ParseRenewable(data []byte) (bool, error) {
+	if len(data) > maxConfigFile {
+		return false, fmt.Errorf("renewable file is %d bytes, over the %d limit", len(data), maxConfigFile)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return false, nil
+	}
+	var v struct {
+		Renewable bool `json:"renewable"`
+	}
+	if err := yaml.UnmarshalStrict(data, &v); err != nil {
+		return false, fmt.Errorf("parsing the renewable file (want renewable: true|false): %w", err)
+	}
+	return v.Renewable, nil
+}
+
+// Capped is an advertisement's capacity after the caps.
+type Capped struct {
+	Resources corev1.ResourceList
+	// ScalePercent lists the resources advertised below 100 % by a
+	// percentage cap.
+	ScalePercent map[string]int32
+	// Fixed lists the fixed caps that actually lowered the amount.
+	Fixed corev1.ResourceList
+}
+
+// ApplyCaps applies caps to the free amounts (reference §9.1): a percentage
+// P < 100 advertises milli-value × P ÷ 100 (integer division, same format);
+// a fixed cap advertises min(cap, free). Caps on resources that are not
+// free are ignored.
+func ApplyCaps(free corev1.ResourceList, caps map[corev1.ResourceName]Cap) Capped {
+	out := Capped{Resources: free.DeepCopy()}
+	for name, c := range caps {
+		q, ok := out.Resources[name]
+		if !ok {
+			continue
+		}
+		switch {
+		case c.Percent != nil && *c.Percent >= 0 && *c.Percent < 100:
+			p := *c.Percent
+			out.Resources[name] = *resource.NewMilliQuantity(q.MilliValue()*int64(p)/100, q.Format)
+			if out.ScalePercent == nil {
+				out.ScalePercent = map[string]int32{}
+			}
+			out.ScalePercent[string(name)] = p
+		case c.Fixed != nil && c.Fixed.Cmp(q) < 0:
+			out.Resources[name] = c.Fixed.DeepCopy()
+			if out.Fixed == nil {
+				out.Fixed = corev1.ResourceList{}
+			}
+			out.Fixed[name] = c.Fixed.DeepCopy()
+		}
+	}
+	return out
+}
