@@ -128,7 +128,7 @@ func (a *Agent) ensureSecret(ctx context.Context, res, prov, kubeconfig string) 
 		}
 		s = corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: key.Name, Namespace: key.Namespace, Labels: map[string]string{
-				fav1alpha1.ReservationLabel:          res,
+				fav1alpha1.ReservationLabel:         res,
 				"federation-autoscaler.io/provider": prov,
 			}},
 			Type: corev1.SecretTypeOpaque,

@@ -39,10 +39,10 @@ const (
 // zero.
 type Capacity struct {
 	factories []informers.SharedInformerFactory
-	nodes   listersv1.NodeLister
-	pods    listersv1.PodLister
-	synced  []cache.InformerSynced
-	changed chan struct{}
+	nodes     listersv1.NodeLister
+	pods      listersv1.PodLister
+	synced    []cache.InformerSynced
+	changed   chan struct{}
 }
 
 // NewCapacity builds the informers. resync is the informers' resync period
