@@ -1,20 +1,404 @@
-// Package agentcmd provides the `agent` subcommand.
+// Package agentcmd provides the `agent` subcommand: the provider or the
+// consumer agent of one member cluster, wired from a join bundle (mTLS to
+// the broker), a Kubernetes API (kubeconfig or in-cluster) and a Liqo driver
+// (liqoctl or the simulated one).
 package agentcmd
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
+	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
+	offloadingv1beta1 "github.com/liqotech/liqo/apis/offloading/v1beta1"
+
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
+	"github.com/federation-autoscaler/federation-autoscaler/cli"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
 
-// NewCommand returns the `agent` subcommand.
-// SKELETON: replaced by the issue that builds it.
-func NewCommand() *cobra.Command {
-	return &cobra.Command{
+// Options are the agent's flags.
+type Options struct {
+	Role           string
+	Bundle         string
+	Kubeconfig     string
+	Namespace      string
+	LiqoDriver     string
+	LiqoctlPath    string
+	LocalAPIListen string
+	ConsoleListen  string
+	HealthListen   string
+	SharingFile    string
+	PriceFile      string
+	CapacityFile   string
+	RenewableFile  string
+	MockGeoURL     string
+	MockEcoURL     string
+	AdvertisedIP   string
+	ProbeListen    string
+	InstallCRDs    bool
+	LiqoClusterID  string
+	NodeName       string
+	// SimPeeringDelay is the simulated Liqo's delay before a virtual node
+	// appears (--liqo-driver sim).
+	SimPeeringDelay time.Duration
+
+	// Ready, when set, is called with the bound addresses once every
+	// listener is up (tests).
+	Ready func(Addrs)
+	// NewSimDriver builds the simulated Liqo driver for --liqo-driver sim
+	// (set by main to mocks/liqo; tests may inject their own).
+	NewSimDriver SimDriverFactory
+}
+
+// SimDriverFactory builds a simulated Liqo driver that acts on cfg's
+// cluster; run, when not nil, runs its controller until ctx ends.
+type SimDriverFactory func(cfg *rest.Config, c client.Client, liqoClusterID string, delay time.Duration, log *slog.Logger) (d liqo.Driver, run func(ctx context.Context) error, err error)
+
+// Addrs are the bound listener addresses (empty when disabled).
+type Addrs struct {
+	Health, LocalAPI, Probe string
+}
+
+// NewCommand returns the `agent` subcommand. newSim builds the simulated
+// Liqo driver (nil: --liqo-driver sim is refused).
+func NewCommand(newSim ...SimDriverFactory) *cobra.Command {
+	o := Options{}
+	if len(newSim) > 0 {
+		o.NewSimDriver = newSim[0]
+	}
+	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "agent (not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("agent is not built yet")
+		Short: "Run the provider or consumer agent of a member cluster",
+		Long: `Run a member cluster's agent. It dials out to the broker over mTLS with the
+join bundle's certificate (works behind NAT) and acts on the cluster's
+Kubernetes API (--kubeconfig, or the in-cluster configuration).
+
+  provider: advertises the capacity it can lend (free allocatable of Ready,
+            schedulable nodes minus the requests of its own running pods,
+            capped by the sharing configuration), answers latency probes on
+            --probe-listen and mints peering credentials for consumers.
+  consumer: heartbeats its ConsumerPolicy, serves the local API the Cluster
+            Autoscaler adapter calls on --local-api-listen, peers with
+            providers and keeps one VirtualNodeState per borrowed chunk.
+
+See docs/agents.md for every flag, the configuration file formats and the
+behaviour.`,
+		Example: `  federation-autoscaler agent --role provider --bundle provider-1.tar.gz \
+      --sharing-file /etc/fa/sharing.yaml --probe-listen :5000
+  federation-autoscaler agent --role consumer --bundle consumer-1.tar.gz --liqo-driver sim`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := cli.Logger(cmd)
+			if err != nil {
+				return err
+			}
+			return Run(cmd.Context(), o, log)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&o.Role, "role", "", "provider or consumer (required; must match the bundle's role when it records one)")
+	f.StringVar(&o.Bundle, "bundle", "", "join bundle from 'federation-autoscaler pki join' (required)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the member cluster (default: in-cluster configuration)")
+	f.StringVar(&o.Namespace, "namespace", "federation-autoscaler", "namespace of the agent's objects (ConsumerPolicy, VirtualNodeStates, kubeconfig Secrets)")
+	f.StringVar(&o.LiqoDriver, "liqo-driver", "liqoctl", "Liqo driver: liqoctl (the real Liqo) or sim (simulated Liqo on the same API)")
+	f.StringVar(&o.LiqoctlPath, "liqoctl-path", "liqoctl", "liqoctl binary (--liqo-driver liqoctl)")
+	f.StringVar(&o.LocalAPIListen, "local-api-listen", "127.0.0.1:9090", "consumer: address of the local API the adapter calls (plain HTTP, no auth: keep it on loopback)")
+	f.StringVar(&o.ConsoleListen, "console-listen", "", "address of the agent's web console (empty: none)")
+	f.StringVar(&o.HealthListen, "health-listen", ":8082", "address of /healthz, /readyz and /metrics (empty: none)")
+	f.StringVar(&o.SharingFile, "sharing-file", "", "provider: sharing configuration (unitPrices, capacity caps, renewable, allowed/denied consumers, maxChunksPerConsumer), YAML or JSON")
+	f.StringVar(&o.PriceFile, "price-file", "", "provider: reference prices.yaml (resource: price per unit-hour); overrides unitPrices")
+	f.StringVar(&o.CapacityFile, "capacity-file", "", "provider: reference capacity.yaml (resource: percent or quantity); overrides capacity")
+	f.StringVar(&o.RenewableFile, "renewable-file", "", "provider: reference renewable.yaml ({renewable: bool}); overrides renewable")
+	f.StringVar(&o.MockGeoURL, "mock-geo-url", "", "geolocation service (ip-api.com style, e.g. mock-geo); empty: no location")
+	f.StringVar(&o.MockEcoURL, "mock-eco-url", "", "provider: carbon-intensity service (e.g. mock-eco); empty: no carbon data")
+	f.StringVar(&o.AdvertisedIP, "advertised-ip", "", "IP used for geolocation and the probe endpoint (default: the node's ExternalIP, then InternalIP)")
+	f.StringVar(&o.ProbeListen, "probe-listen", "", "provider: UDP address of the latency-probe echo responder, advertised as probeEndpoint (empty: none)")
+	f.BoolVar(&o.InstallCRDs, "install-crds", true, "install or update the agent's CRDs at start")
+	f.StringVar(&o.LiqoClusterID, "liqo-cluster-id", "", "the cluster's Liqo cluster id (default: the bundle's cluster id)")
+	f.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "node whose address locates the cluster (default $NODE_NAME, else the first node)")
+	f.DurationVar(&o.SimPeeringDelay, "sim-peering-delay", 500*time.Millisecond, "--liqo-driver sim: delay before the simulated virtual node appears")
+	return cmd
+}
+
+// Scheme is the controller-runtime scheme of the agents.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme, fav1alpha1.AddToScheme,
+		authv1beta1.AddToScheme, liqocorev1beta1.AddToScheme, offloadingv1beta1.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return nil, fmt.Errorf("building the scheme: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	role := api.Role(o.Role)
+	if role != api.RoleProvider && role != api.RoleConsumer {
+		return fmt.Errorf("--role %q: use provider or consumer", o.Role)
+	}
+	if o.Bundle == "" {
+		return errors.New("--bundle is required: the join bundle made by 'federation-autoscaler pki join'")
+	}
+	b, err := pki.LoadBundle(o.Bundle)
+	if err != nil {
+		return fmt.Errorf("loading --bundle %s: %w", o.Bundle, err)
+	}
+	if b.Role != "" && b.Role != role {
+		return fmt.Errorf("--role %s, but the bundle %s was issued for a %s", role, o.Bundle, b.Role)
+	}
+	tlsCfg, err := b.ClientTLSConfig()
+	if err != nil {
+		return fmt.Errorf("bundle %s: %w", o.Bundle, err)
+	}
+	liqoID := o.LiqoClusterID
+	if liqoID == "" {
+		liqoID = b.ClusterID
+	}
+	log = log.With("cluster", b.ClusterID, "role", role)
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("Kubernetes configuration (--kubeconfig %q, else in-cluster): %w", o.Kubeconfig, err)
+	}
+	cfg.UserAgent = "federation-autoscaler-agent/" + cli.Version
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	scheme, err := Scheme()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("building the Kubernetes client: %w", err)
+	}
+	if o.InstallCRDs {
+		if err := crds.Install(ctx, cfg); err != nil {
+			return fmt.Errorf("installing the agent CRDs (--install-crds): %w", err)
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := health.NewMetrics(reg)
+	staleness := 30 * time.Second
+	if role == api.RoleProvider {
+		staleness = 90 * time.Second
+	}
+	tracker := health.NewTracker(nil, staleness)
+	bc, err := brokerclient.New(brokerclient.Config{
+		BaseURL:    b.BrokerURL,
+		TLS:        tlsCfg,
+		OnResponse: tracker.BrokerReached,
+		Observe: func(route string, status int, d time.Duration) {
+			metrics.BrokerCalls.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
+		},
+		Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+
+	driver, runDriver, err := buildDriver(cfg, cl, liqoID, o, log)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	goRun := func(name string, fn func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer cancel()
+	if runDriver != nil {
+		goRun("simulated Liqo", runDriver)
+	}
+	var addrs Addrs
+	if o.HealthListen != "" {
+		a, err := serve(ctx, &wg, "health", o.HealthListen, health.Handler(tracker, reg), errc, log)
+		if err != nil {
+			return err
+		}
+		addrs.Health = a
+	}
+	if o.ConsoleListen != "" {
+		log.Warn("--console-listen is set but this build serves no agent console; ignoring it")
+	}
+
+	var geo *location.GeoClient
+	if o.MockGeoURL != "" {
+		if geo, err = location.NewGeoClient(o.MockGeoURL, nil); err != nil {
+			return fmt.Errorf("--mock-geo-url: %w", err)
+		}
+	}
+	switch role {
+	case api.RoleProvider:
+		store, err := provider.NewStore(provider.Sources{SharingFile: o.SharingFile, PriceFile: o.PriceFile, CapacityFile: o.CapacityFile, RenewableFile: o.RenewableFile}, log)
+		if err != nil {
+			return err
+		}
+		pc := provider.Config{
+			ClusterID: b.ClusterID, LiqoClusterID: liqoID, Kube: kube, Broker: bc, Driver: driver, Sharing: store,
+			NodeName: o.NodeName, AdvertisedIP: o.AdvertisedIP, Logger: log, Tracker: tracker, Metrics: metrics,
+		}
+		if o.ProbeListen != "" {
+			r, err := probe.Listen(o.ProbeListen)
+			if err != nil {
+				return err
+			}
+			pc.ProbePort = r.Addr().Port
+			addrs.Probe = r.Addr().String()
+			goRun("probe responder", r.Serve)
+		}
+		if geo != nil {
+			pc.Geo = func(ctx context.Context, ip string) (*api.Topology, error) {
+				loc, found, err := geo.Lookup(ctx, ip)
+				if err != nil || !found {
+					return nil, err
+				}
+				return &api.Topology{Region: loc.Region, City: loc.City, Latitude: loc.Latitude, Longitude: loc.Longitude}, nil
+			}
+		}
+		if o.MockEcoURL != "" {
+			eco, err := location.NewEcoClient(o.MockEcoURL, nil, time.Now)
+			if err != nil {
+				return fmt.Errorf("--mock-eco-url: %w", err)
+			}
+			pc.Carbon = func(ctx context.Context, region string) (*float64, []float64, error) {
+				c, err := eco.Carbon(ctx, region)
+				if err != nil {
+					return nil, nil, err
+				}
+				v := c.Intensity
+				return &v, c.Forecast, nil
+			}
+		}
+		agent, err := provider.New(pc)
+		if err != nil {
+			return err
+		}
+		goRun("provider agent", agent.Run)
+	case api.RoleConsumer:
+		cc := consumer.Config{
+			ClusterID: b.ClusterID, LiqoClusterID: liqoID, Namespace: o.Namespace, Kube: kube, Client: cl,
+			Broker: bc, Driver: driver, Prober: probe.NewProber(probe.ProberConfig{}),
+			AdvertisedIP: o.AdvertisedIP, NodeName: o.NodeName, Logger: log, Tracker: tracker, Metrics: metrics, Registerer: reg,
+		}
+		if geo != nil {
+			cc.Geo = func(ctx context.Context, ip string) (*consumer.Location, error) {
+				loc, found, err := geo.Lookup(ctx, ip)
+				if err != nil || !found {
+					return nil, err
+				}
+				return &consumer.Location{Region: loc.Region, City: loc.City, Latitude: loc.Latitude, Longitude: loc.Longitude}, nil
+			}
+		}
+		agent, err := consumer.New(cc)
+		if err != nil {
+			return err
+		}
+		if o.LocalAPIListen != "" {
+			a, err := serve(ctx, &wg, "local API", o.LocalAPIListen, agent.LocalAPI(), errc, log)
+			if err != nil {
+				return err
+			}
+			addrs.LocalAPI = a
+		}
+		goRun("consumer agent", agent.Run)
+	}
+	log.Info("Agent started", "broker", b.BrokerURL, "health", addrs.Health, "localAPI", addrs.LocalAPI, "probe", addrs.Probe)
+	if o.Ready != nil {
+		o.Ready(addrs)
+	}
+	select {
+	case <-ctx.Done():
+		log.Info("Agent stopping")
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+// buildDriver builds the Liqo driver selected by --liqo-driver.
+func buildDriver(cfg *rest.Config, cl client.Client, liqoID string, o Options, log *slog.Logger) (liqo.Driver, func(context.Context) error, error) {
+	switch o.LiqoDriver {
+	case "liqoctl", "":
+		return liqo.NewLiqoctl(liqo.LiqoctlOptions{Path: o.LiqoctlPath, Kubeconfig: o.Kubeconfig, Client: cl, Logger: log}), nil, nil
+	case "sim":
+		if o.NewSimDriver == nil {
+			return nil, nil, errors.New("--liqo-driver sim: this build has no simulated Liqo")
+		}
+		return o.NewSimDriver(cfg, cl, liqoID, o.SimPeeringDelay, log)
+	default:
+		return nil, nil, fmt.Errorf("--liqo-driver %q: use liqoctl or sim", o.LiqoDriver)
+	}
+}
+
+// serve runs an HTTP server on addr until ctx ends and returns the bound
+// address.
+func serve(ctx context.Context, wg *sync.WaitGroup, name, addr string, h http.Handler, errc chan<- error, log *slog.Logger) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("listening for the %s on %s: %w", name, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 120 * time.Second}
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("%s: %w", name, err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("Stopping the "+name+" listener", "err", err)
+		}
+	}()
+	return ln.Addr().String(), nil
 }
