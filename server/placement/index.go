@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/btree"
 	"gopkg.in/inf.v0"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -174,7 +173,7 @@ func (ix *Index) UpsertProvider(p Provider) {
 		if cost, ok := CostPerChunk(p.UnitPrices, ix.cfg.Shape(t)); ok {
 			ps.cost[i] = cost
 			ps.costF[i], _ = strconvDec(cost)
-			ps.costStr[i] = resource.NewDecimalQuantity(*cost, resource.DecimalSI).String()
+			ps.costStr[i] = CostQuantity(cost).String()
 		}
 	}
 	ps.carbon, ps.hasCarbon = WeightedCarbon(p.CarbonForecast, p.CarbonIntensity)

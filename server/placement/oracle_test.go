@@ -5,7 +5,6 @@ import (
 
 	"gopkg.in/inf.v0"
 
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -124,7 +123,7 @@ func (m *model) view(consumerID string, all bool) api.NodeGroupListResponse {
 			if d, ok := m.costs[p.ID][t]; ok {
 				g.priced, g.costDec = true, d
 				g.cost, _ = strconvDec(d)
-				g.costStr = resource.NewDecimalQuantity(*d, resource.DecimalSI).String()
+				g.costStr = CostQuantity(d).String()
 			}
 			g.carbon, g.hasC = WeightedCarbon(p.CarbonForecast, p.CarbonIntensity)
 			if located && p.Topology.HasCoordinates() {
@@ -331,7 +330,7 @@ func (m *model) view(consumerID string, all bool) api.NodeGroupListResponse {
 				ProbeEndpoint: p.ProbeEndpoint,
 			}
 			if d, ok := m.costs[p.ID][t]; ok {
-				g.Cost = resource.NewDecimalQuantity(*d, resource.DecimalSI).String()
+				g.Cost = CostQuantity(d).String()
 			}
 			if p.Topology != nil {
 				topo := *p.Topology

@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -107,6 +108,17 @@ func CostPerChunk(prices, chunk corev1.ResourceList) (*inf.Dec, bool) {
 		total.Add(total, new(inf.Dec).Mul(price.AsDec(), units))
 	}
 	return total, true
+}
+
+// CostQuantity is the wire form of an exact cost: rounded half-up to nano
+// units (Quantity's finest precision; the reference truncates to milli,
+// bug #11), as a DecimalSI Quantity, so 0.052 is "52m" and 1.304 "1304m".
+func CostQuantity(cost *inf.Dec) *resource.Quantity {
+	r := new(inf.Dec).Round(cost, 9, inf.RoundHalfUp)
+	if u, ok := r.Unscaled(); ok {
+		return resource.NewScaledQuantity(u, resource.Nano)
+	}
+	return resource.NewDecimalQuantity(*r, resource.DecimalSI)
 }
 
 // earthRadiusKM is the mean Earth radius used by the Latency policy.
