@@ -480,7 +480,7 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *protos.NodeGrou
 	for _, id := range uncertain {
 		s.compensate(id)
 	}
-	s.log.Info("IncreaseSize", "group", g.id, "delta", delta, "reserved", len(ok), "failed", len(failed), "reservations", ok)
+	s.log.Info("Scaled up node group", "group", g.id, "delta", delta, "reserved", len(ok), "failed", len(failed), "reservations", ok)
 	if len(failed) > 0 {
 		return nil, status.Errorf(agentCode(failed[0]), "NodeGroupIncreaseSize %s: reserved %d of %d chunks; %d failed, first: %v",
 			g.id, len(ok), delta, len(failed), failed[0])
@@ -612,7 +612,7 @@ func (s *Server) releaseAll(ctx context.Context, rpc string, g *group, targets [
 		}
 	}
 	s.mu.Unlock()
-	s.log.Info(rpc, "group", g.id, "released", released, "failed", len(failed))
+	s.log.Info("Released reservations", "rpc", rpc, "group", g.id, "released", released, "failed", len(failed))
 	if len(failed) > 0 {
 		return status.Errorf(agentCode(failed[0]), "%s %s: released %d of %d reservations; %d failed, first: %v",
 			rpc, g.id, len(released), len(targets), len(failed), failed[0])

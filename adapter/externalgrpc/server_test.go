@@ -724,3 +724,29 @@ func TestNewRequiresAgent(t *testing.T) {
 		t.Fatal("New without an agent must fail")
 	}
 }
+
+func TestLatePeerOfReleasedReservationIsNotCapacity(t *testing.T) {
+	fake := localapitest.New(stdGroup("p1", 4, 0))
+	h := newHarness(t, fake)
+	if err := h.increase(t, g1, 1); err != nil {
+		t.Fatal(err)
+	}
+	id := fake.Reservations()[0].ID
+	if _, err := h.cl.NodeGroupDecreaseTargetSize(ctx(t), &protos.NodeGroupDecreaseTargetSizeRequest{Id: g1, Delta: -1}); err != nil {
+		t.Fatal(err)
+	}
+	h.expire()
+	if n := len(h.instances(t, g1)); n != 0 {
+		t.Fatalf("%d instances after the release, want 0", n)
+	}
+	// A Peer that raced the release lands afterwards.
+	fake.Peer(id, localapi.PhaseRunning)
+	h.expire()
+	inst := h.instances(t, g1)
+	if len(inst) != 1 || inst[0].GetStatus().GetInstanceState() != protos.InstanceStatus_instanceDeleting {
+		t.Fatalf("late virtual node of a released reservation = %v, want one Deleting instance", inst)
+	}
+	if got := h.target(t, g1); got != 0 {
+		t.Fatalf("target = %d, want 0", got)
+	}
+}

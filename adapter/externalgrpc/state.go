@@ -100,6 +100,10 @@ type pendingReservation struct {
 	createdAt time.Time
 }
 
+// releasedTombstoneTTL is how long a released reservation is remembered
+// after its virtual node is gone.
+const releasedTombstoneTTL = 10 * time.Minute
+
 // releasedReservation is a reservation the adapter released (or gave up on);
 // it is reported as Deleting until its virtual node is gone.
 type releasedReservation struct {
@@ -313,8 +317,12 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		}
 		if r.seq <= seq {
 			// Released before this fetch started and its virtual node is
-			// gone: nothing left to report.
-			delete(s.released, id)
+			// gone: nothing left to report. The tombstone stays a while so
+			// that a virtual node that shows up late (a Peer racing the
+			// release) is still reported as Deleting, never as capacity.
+			if s.clock.Since(r.at) >= releasedTombstoneTTL {
+				delete(s.released, id)
+			}
 			continue
 		}
 		g := groupFor(r.groupID, r.provider, "", r.typ)
