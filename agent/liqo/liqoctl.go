@@ -1,0 +1,310 @@
+package liqo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
+)
+
+// Timeouts of the liqoctl commands (reference §9.2).
+const (
+	DefaultGenerateTimeout          = 60 * time.Second
+	DefaultDeletePeeringUserTimeout = 30 * time.Second
+	DefaultPeerTimeout              = 10 * time.Minute
+	DefaultUnpeerTimeout            = 60 * time.Second
+)
+
+// maxStderr bounds how much of liqoctl's output an error carries.
+const maxStderr = 2048
+
+// LiqoctlOptions configures a Liqoctl driver. Zero values take the defaults.
+type LiqoctlOptions struct {
+	// Path is the liqoctl binary ("liqoctl", looked up in PATH, by default).
+	Path string
+	// Kubeconfig is passed as --kubeconfig (the local cluster); empty lets
+	// liqoctl use $KUBECONFIG or the in-cluster configuration.
+	Kubeconfig string
+	// TempDir holds the short-lived remote kubeconfig files (os.TempDir()
+	// by default).
+	TempDir string
+	// Timeouts per command; zero means the Default…Timeout constant.
+	GenerateTimeout, DeletePeeringUserTimeout, PeerTimeout, UnpeerTimeout time.Duration
+	// Client, when set, is used by Unpeer to delete the provider's
+	// ForeignCluster after liqoctl unpeer (as the reference does); it needs
+	// list and delete on foreignclusters.core.liqo.io.
+	Client client.Client
+	// Logger receives one line per command (never the kubeconfig).
+	Logger *slog.Logger
+}
+
+// Liqoctl implements Driver by running the liqoctl CLI.
+type Liqoctl struct {
+	opts LiqoctlOptions
+	log  *slog.Logger
+}
+
+var _ Driver = (*Liqoctl)(nil)
+
+// NewLiqoctl returns a Driver that runs liqoctl with opts.
+func NewLiqoctl(opts LiqoctlOptions) *Liqoctl {
+	if opts.Path == "" {
+		opts.Path = "liqoctl"
+	}
+	if opts.TempDir == "" {
+		opts.TempDir = os.TempDir()
+	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&opts.GenerateTimeout, DefaultGenerateTimeout},
+		{&opts.DeletePeeringUserTimeout, DefaultDeletePeeringUserTimeout},
+		{&opts.PeerTimeout, DefaultPeerTimeout},
+		{&opts.UnpeerTimeout, DefaultUnpeerTimeout},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Liqoctl{opts: opts, log: log.With("component", "liqoctl")}
+}
+
+// GeneratePeeringUser runs `liqoctl generate peering-user
+// --consumer-cluster-id <consumerLiqoClusterID>` and returns its trimmed
+// standard output, which must be a kubeconfig.
+func (l *Liqoctl) GeneratePeeringUser(ctx context.Context, consumerLiqoClusterID string) (string, error) {
+	if err := validID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
+		return "", err
+	}
+	out, err := l.run(ctx, l.opts.GenerateTimeout, "generate", "peering-user", "--consumer-cluster-id", consumerLiqoClusterID)
+	if err != nil {
+		return "", err
+	}
+	kc := strings.TrimSpace(out)
+	if !strings.Contains(kc, "apiVersion") || !strings.Contains(kc, "clusters") {
+		return "", fmt.Errorf("liqoctl generate peering-user for consumer %s printed no kubeconfig (%d bytes of output)", consumerLiqoClusterID, len(kc))
+	}
+	return kc, nil
+}
+
+// DeletePeeringUser runs `liqoctl delete peering-user --consumer-cluster-id
+// <consumerLiqoClusterID>`; an output saying "not found" is success.
+func (l *Liqoctl) DeletePeeringUser(ctx context.Context, consumerLiqoClusterID string) error {
+	if err := validID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
+		return err
+	}
+	_, err := l.run(ctx, l.opts.DeletePeeringUserTimeout, "delete", "peering-user", "--consumer-cluster-id", consumerLiqoClusterID)
+	if isNotFound(err) {
+		l.log.InfoContext(ctx, "Peering user already absent", "consumerLiqoClusterID", consumerLiqoClusterID)
+		return nil
+	}
+	return err
+}
+
+// Peer writes kubeconfig to a 0600 temporary file (removed afterwards) and
+// runs `liqoctl peer --remote-kubeconfig <file> --gw-server-service-type
+// NodePort --create-resource-slice=false`. liqoctl reconciles an existing
+// peering, so repeating it is harmless.
+func (l *Liqoctl) Peer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error {
+	if err := validID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
+		return err
+	}
+	return l.withKubeconfig(kubeconfig, providerLiqoClusterID, func(path string) error {
+		_, err := l.run(ctx, l.opts.PeerTimeout, "peer",
+			"--remote-kubeconfig", path,
+			"--gw-server-service-type", "NodePort",
+			"--create-resource-slice=false",
+			"--timeout", liqoctlTimeout(l.opts.PeerTimeout).String())
+		return err
+	})
+}
+
+// Unpeer runs `liqoctl unpeer --remote-kubeconfig <file>` (an output saying
+// "not found" is success) and then, when a Client is configured, deletes the
+// provider's ForeignCluster.
+func (l *Liqoctl) Unpeer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error {
+	if err := validID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
+		return err
+	}
+	err := l.withKubeconfig(kubeconfig, providerLiqoClusterID, func(path string) error {
+		_, err := l.run(ctx, l.opts.UnpeerTimeout, "unpeer",
+			"--remote-kubeconfig", path,
+			"--timeout", liqoctlTimeout(l.opts.UnpeerTimeout).String())
+		return err
+	})
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	if l.opts.Client == nil {
+		return nil
+	}
+	return DeleteForeignClusters(ctx, l.opts.Client, providerLiqoClusterID)
+}
+
+// DeleteForeignClusters deletes the ForeignClusters of the given Liqo
+// cluster id (by name, by label liqo.io/remote-cluster-id and by
+// spec.clusterID). None is success.
+func DeleteForeignClusters(ctx context.Context, c client.Client, liqoClusterID string) error {
+	var list liqocorev1beta1.ForeignClusterList
+	if err := c.List(ctx, &list); err != nil {
+		return fmt.Errorf("listing ForeignClusters to remove provider %s: %w", liqoClusterID, err)
+	}
+	sel := labels.SelectorFromSet(labels.Set{RemoteClusterIDLabel: liqoClusterID})
+	for i := range list.Items {
+		fc := &list.Items[i]
+		if fc.Name != liqoClusterID && string(fc.Spec.ClusterID) != liqoClusterID && !sel.Matches(labels.Set(fc.Labels)) {
+			continue
+		}
+		if err := c.Delete(ctx, fc); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting ForeignCluster %s: %w", fc.Name, err)
+		}
+	}
+	return nil
+}
+
+func (l *Liqoctl) withKubeconfig(kubeconfig, provider string, fn func(path string) error) error {
+	if strings.TrimSpace(kubeconfig) == "" {
+		return fmt.Errorf("no kubeconfig for provider %s: liqoctl needs the provider's peering credential", provider)
+	}
+	f, err := os.CreateTemp(l.opts.TempDir, "fa-remote-kubeconfig-*")
+	if err != nil {
+		return fmt.Errorf("creating the temporary remote kubeconfig file: %w", err)
+	}
+	path := f.Name()
+	defer os.Remove(path)
+	// CreateTemp already opens with 0600; Chmod guards against a umask-free
+	// platform difference.
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("restricting %s to 0600: %w", path, err)
+	}
+	if _, err := f.WriteString(kubeconfig); err != nil {
+		f.Close()
+		return fmt.Errorf("writing the temporary remote kubeconfig: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing the temporary remote kubeconfig: %w", err)
+	}
+	return fn(path)
+}
+
+// CommandError is a failed liqoctl run: the subcommand, how it ended and
+// its trimmed, redacted output.
+type CommandError struct {
+	Command  string // e.g. "liqoctl peer"
+	Err      error  // exit status, timeout or start failure
+	TimedOut bool
+	Output   string // stderr (or stdout when stderr is empty), redacted, at most 2 KiB
+}
+
+func (e *CommandError) Error() string {
+	msg := e.Command + " failed: " + e.Err.Error()
+	if e.TimedOut {
+		msg = e.Command + " timed out: " + e.Err.Error()
+	}
+	if e.Output != "" {
+		msg += ": " + e.Output
+	}
+	return msg
+}
+
+func (e *CommandError) Unwrap() error { return e.Err }
+
+func (l *Liqoctl) run(ctx context.Context, timeout time.Duration, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	full := append([]string{}, args...)
+	if l.opts.Kubeconfig != "" {
+		full = append(full, "--kubeconfig", l.opts.Kubeconfig)
+	}
+	full = append(full, "--skip-confirm")
+	name := "liqoctl " + args[0]
+	if len(args) > 1 && !strings.HasPrefix(args[1], "-") {
+		name += " " + args[1]
+	}
+	cmd := exec.CommandContext(ctx, l.opts.Path, full...)
+	cmd.WaitDelay = 5 * time.Second // do not hang on children holding the pipes
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	err := cmd.Run()
+	l.log.InfoContext(ctx, "Ran liqoctl", "command", name, "duration", time.Since(start).Round(time.Millisecond), "ok", err == nil)
+	if err == nil {
+		return stdout.String(), nil
+	}
+	out := stderr.String()
+	if strings.TrimSpace(out) == "" {
+		out = stdout.String()
+	}
+	cerr := &CommandError{Command: name, Err: err, Output: sanitize(out)}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		cerr.TimedOut = true
+		cerr.Err = fmt.Errorf("after %s: %w", timeout, err)
+	}
+	return "", cerr
+}
+
+// liqoctlTimeout is the --timeout given to liqoctl: a little less than ours,
+// so liqoctl reports its own timeout before it is killed.
+func liqoctlTimeout(ours time.Duration) time.Duration {
+	if ours > 10*time.Second {
+		return ours - 5*time.Second
+	}
+	return ours
+}
+
+func isNotFound(err error) bool {
+	var ce *CommandError
+	if !errors.As(err, &ce) || ce.TimedOut {
+		return false
+	}
+	o := strings.ToLower(ce.Output)
+	return strings.Contains(o, "not found") || strings.Contains(o, "notfound")
+}
+
+func validID(what, id string) error {
+	if id == "" {
+		return fmt.Errorf("%s is empty", what)
+	}
+	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
+		return fmt.Errorf("%s %q is not a valid Liqo cluster id: %s", what, id, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+var (
+	// secretPatterns match credential material liqoctl might echo: PEM
+	// blocks, kubeconfig data fields, bearer tokens.
+	pemBlock    = regexp.MustCompile(`(?s)-----BEGIN [A-Z ]+-----.*?(-----END [A-Z ]+-----|$)`)
+	secretField = regexp.MustCompile(`(?i)((?:client-key-data|client-certificate-data|certificate-authority-data|token|password)\s*[:=]\s*)\S+`)
+	bearer      = regexp.MustCompile(`(?i)(bearer\s+)\S+`)
+)
+
+// sanitize redacts secrets from liqoctl output, trims it and caps its size.
+func sanitize(s string) string {
+	s = pemBlock.ReplaceAllString(s, "[redacted PEM]")
+	s = secretField.ReplaceAllString(s, "${1}[redacted]")
+	s = bearer.ReplaceAllString(s, "${1}[redacted]")
+	s = strings.TrimSpace(s)
+	if len(s) > maxStderr {
+		s = s[:maxStderr] + "…"
+	}
+	return s
+}
