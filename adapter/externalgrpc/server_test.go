@@ -235,10 +235,12 @@ func TestIncreaseSizeUnknownOutcomeIsReleased(t *testing.T) {
 
 func TestIncreaseSizeAnswersBeforeCADeadline(t *testing.T) {
 	fake := localapitest.New(stdGroup("p1", 4, 0))
-	h := newHarness(t, fake)
+	// A wide margin keeps the test meaningful on a loaded machine: the
+	// adapter must answer 1.5 s before the client gives up.
+	h := newHarness(t, fake, func(c *externalgrpc.Config) { c.ReplyMargin = 1500 * time.Millisecond })
 	unblock := fake.Block()
 	defer unblock()
-	c, cancel := context.WithTimeout(context.Background(), time.Second)
+	c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err := h.cl.NodeGroupIncreaseSize(c, &protos.NodeGroupIncreaseSizeRequest{Id: g1, Delta: 2})
 	wantCode(t, err, codes.DeadlineExceeded)
