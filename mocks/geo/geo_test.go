@@ -225,3 +225,12 @@ func FuzzParseIP(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkLookup(b *testing.B) {
+	tab := DefaultTable()
+	ips := []string{"127.0.3.9", "172.23.22.130", "8.8.8.8", "bad"}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		tab.Lookup(ips[i%len(ips)])
+	}
+}

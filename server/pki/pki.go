@@ -359,6 +359,13 @@ func serverTLSConfig(dir, certFile, keyFile string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s and %s do not form a key pair: %w", certFile, keyFile, err)
 	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", certFile, err)
+	}
+	if err := leaf.CheckSignatureFrom(caCert); err != nil {
+		return nil, fmt.Errorf("%s is not signed by %s (was the CA replaced? re-run the init command with --force): %w", certFile, CACertFile, err)
+	}
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
 	return &tls.Config{

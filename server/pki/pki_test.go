@@ -456,6 +456,19 @@ func TestLoadCARejectsMismatchedKey(t *testing.T) {
 	if _, err := LoadCA(a); err == nil || !strings.Contains(err.Error(), "does not match") {
 		t.Fatalf("err = %v", err)
 	}
+	// A broker certificate of another CA is refused by ServerTLSConfig.
+	if _, err := ServerTLSConfig(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b, BrokerCertFile), mustRead(t, filepath.Join(a, BrokerCertFile)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b, BrokerKeyFile), mustRead(t, filepath.Join(a, BrokerKeyFile)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ServerTLSConfig(b); err == nil || !strings.Contains(err.Error(), "not signed by") {
+		t.Fatalf("foreign broker cert: %v", err)
+	}
 	// A leaf certificate cannot act as a CA.
 	if err := os.WriteFile(filepath.Join(b, CACertFile), mustRead(t, filepath.Join(b, BrokerCertFile)), 0o644); err != nil {
 		t.Fatal(err)
@@ -652,5 +665,22 @@ func TestAdapterPKI(t *testing.T) {
 	foreign.Certificates = []tls.Certificate{fpair}
 	if srvErr, _, _ := handshake(t, srvCfg, foreign); srvErr == nil {
 		t.Fatal("adapter accepted a federation client certificate")
+	}
+}
+
+func BenchmarkParseBundle(b *testing.B) {
+	ca, err := NewCA(t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data, err := BuildJoinBundle(ca, "c1", api.RoleProvider, "https://b:8443", t0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseBundle(data, t0); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
