@@ -62,14 +62,16 @@ func startBroker(tb testing.TB, mutate ...func(*rest.Config)) *broker {
 		m(&cfg)
 	}
 	app := rest.NewApp(cfg)
+	// Cleanups run last-registered first: end the long-polls, shut the
+	// listener down, then stop the domain.
 	tb.Cleanup(func() {
-		cancel()
 		<-runDone
 		if err := b.svc.Close(); err != nil {
 			tb.Errorf("close: %v", err)
 		}
 	})
 	b.url = resttest.Serve(tb, app, b.pki.ServerTLS(tb))
+	tb.Cleanup(cancel)
 	return b
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"net/http"
@@ -73,7 +72,7 @@ func newServer(cfg Config) *server {
 		peer:        cfg.peer,
 	}
 	if s.log == nil {
-		s.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	if s.roleOf == nil {
 		s.roleOf = pki.RoleOf
