@@ -87,6 +87,7 @@ func (s *Service) viewsLocked(cn string, now time.Time) []api.InstructionView {
 		v, ok := s.view(in, now)
 		if ok {
 			out = append(out, v)
+			s.st.delivered[in.ID] = now
 		}
 	}
 	return out
@@ -300,7 +301,7 @@ func (s *Service) waitingForGK(in *store.Instruction) []*store.Reservation {
 	return out
 }
 
-func overviewInstruction(in *store.Instruction, exp time.Time) api.OverviewInstruction {
+func overviewInstruction(in *store.Instruction, exp time.Time, delivered time.Time) api.OverviewInstruction {
 	o := api.OverviewInstruction{
 		ID: in.ID, Kind: in.Kind, ReservationID: in.ReservationID, TargetClusterID: in.TargetID,
 		ChunkCount: in.ChunkCount, LastChunk: in.LastChunk, Enforced: in.Enforced, Attempts: in.Attempts,
@@ -310,6 +311,10 @@ func overviewInstruction(in *store.Instruction, exp time.Time) api.OverviewInstr
 	if !exp.IsZero() {
 		v := metav1.NewTime(exp.UTC())
 		o.ExpiresAt = &v
+	}
+	if !delivered.IsZero() {
+		v := metav1.NewTime(delivered.UTC())
+		o.LastDeliveredAt = &v
 	}
 	return o
 }

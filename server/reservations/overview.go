@@ -76,7 +76,7 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 		return 0
 	})
 	for _, in := range ins {
-		row := overviewInstruction(in, s.expiresAt(in))
+		row := overviewInstruction(in, s.expiresAt(in), s.st.delivered[in.ID])
 		if in.Flavour == store.FlavourProvider {
 			ov.ProviderInstructions = append(ov.ProviderInstructions, row)
 		} else {

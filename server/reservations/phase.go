@@ -83,6 +83,7 @@ func (s *Service) ensureGK(t *txn, r *store.Reservation) {
 func (s *Service) arm(t *txn, in *store.Instruction, r *store.Reservation, msg string) {
 	s.st.seq++
 	in.Seq = s.st.seq
+	delete(s.st.delivered, in.ID)
 	in.ReservationID = r.ID
 	in.ReservationIDs = []string{r.ID}
 	in.ConsumerLiqoID = r.ConsumerLiqoID
@@ -104,6 +105,7 @@ func (s *Service) issue(t *txn, in *store.Instruction) {
 	}
 	s.st.seq++
 	in.Seq = s.st.seq
+	delete(s.st.delivered, in.ID)
 	in.IssuedAt = t.now
 	in.LastUpdate = t.now
 	in.Message = "issued"

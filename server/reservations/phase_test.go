@@ -384,3 +384,19 @@ func TestOverviewHasNoSecrets(t *testing.T) {
 	}
 	_ = store.PairKey
 }
+
+func TestLastDeliveredInMemory(t *testing.T) {
+	e := newEnv(t)
+	e.advertise("p1", 1)
+	e.heartbeat("c1")
+	e.reserve("c1", "r1", "p1")
+	ov, _ := e.s.Overview(e.ctx)
+	if ov.ProviderInstructions[0].LastDeliveredAt != nil {
+		t.Fatal("delivered before any poll")
+	}
+	e.instructions("p1")
+	ov, _ = e.s.Overview(e.ctx)
+	if d := ov.ProviderInstructions[0].LastDeliveredAt; d == nil || !d.Time.Equal(t0) {
+		t.Fatalf("lastDeliveredAt = %v", d)
+	}
+}

@@ -299,6 +299,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			continue
 		}
 		delete(s.st.instructions, id)
+		delete(s.st.delivered, id)
 		t.delIns(id)
 	}
 	req := s.enqueue(t)

@@ -60,6 +60,9 @@ type state struct {
 	seq      uint64
 	// waitCh is closed (and removed) to wake the long-poll waiters of a CN.
 	waitCh map[string]chan struct{}
+	// delivered is when each instruction was last delivered; kept in memory
+	// only, so polling never writes (bug #22).
+	delivered map[string]time.Time
 }
 
 func newState() *state {
@@ -74,6 +77,7 @@ func newState() *state {
 		reserved:     map[ptKey]int32{},
 		usage:        map[usageKey]placement.Usage{},
 		waitCh:       map[string]chan struct{}{},
+		delivered:    map[string]time.Time{},
 	}
 }
 
