@@ -244,6 +244,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	// Any deadline created after this sweep lies at least the shortest
 	// configured duration ahead, so sleeping until then misses nothing.
 	next := now.Add(min(s.cfg.ReservationLease, s.cfg.ProviderStaleAfter, s.cfg.EnforcedGC, s.cfg.TerminalGC))
+	changed := false
 	soon := func(d time.Time) {
 		if d.Before(next) {
 			next = d
@@ -261,6 +262,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 			continue
 		}
 		p.available = false
+		changed = true
 		s.log.Warn("Provider stopped advertising; unavailable", "provider", id, "lastSeen", p.rec.LastSeen)
 		s.idx.UpsertProvider(s.placementProvider(id, p))
 		for _, r := range s.sortedReservations() {
@@ -307,6 +309,9 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	if err := await(req); err != nil {
 		s.log.Error("Persisting the sweep failed; it will run again", "err", err)
 		return now.Add(time.Second)
+	}
+	if changed && req == nil {
+		s.notify() // an availability change that needed no write
 	}
 	return next
 }

@@ -94,7 +94,10 @@ func (s *Service) Reserve(ctx context.Context, cn, id string, req api.Reservatio
 		return api.ReservationResponse{}, false, api.Errorf(api.CodeNotFound, "no advertisement for cluster %q", req.ProviderClusterID)
 	}
 	total := p.chunks[req.ChunkType]
-	if total <= 0 {
+	if total <= 0 && len(p.chunks) > 0 {
+		// The provider is a pool of another chunk type. (A provider with no
+		// whole chunk at all right now answers 409 below: that is a
+		// capacity shortage, not a wrong node group.)
 		s.mu.Unlock()
 		return api.ReservationResponse{}, false, api.Errorf(api.CodeNotFound, "provider %q offers no %s chunks", req.ProviderClusterID, req.ChunkType)
 	}

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -241,4 +243,37 @@ func TestReleaseErrors(t *testing.T) {
 	wantCode(t, err, api.CodeForbidden)
 	_, err = e.s.Reservation(e.ctx, "c1", "nope")
 	wantCode(t, err, api.CodeNotFound)
+}
+
+func TestZeroChunkProvider(t *testing.T) {
+	e := newEnv(t)
+	e.advertise("p1", 0, func(r *api.AdvertisementRequest) { r.Resources = rl("1", "1Gi") })
+	e.heartbeat("c1")
+	_, _, err := e.s.Reserve(e.ctx, "c1", "r1", stdReq("p1"))
+	wantCode(t, err, api.CodeInsufficientCapacity)
+}
+
+func TestGPUChunks(t *testing.T) {
+	e := newEnv(t)
+	res := rl("10", "20Gi")
+	res["nvidia.com/gpu"] = resource.MustParse("2")
+	resp := e.advertise("g1", 0, func(r *api.AdvertisementRequest) { r.Resources = res })
+	if resp.ChunkCounts[api.ChunkGPU] != 2 || resp.ChunkCounts[api.ChunkStandard] != 1 || resp.ChunkCount != 1 {
+		t.Fatalf("advertise response %+v", resp)
+	}
+	e.heartbeat("c1")
+	gpu := api.ReservationRequest{ProviderClusterID: "g1", ChunkCount: 1, ChunkType: api.ChunkGPU}
+	for _, id := range []string{"a", "b"} {
+		if _, _, err := e.s.Reserve(e.ctx, "c1", id, gpu); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, err := e.s.Reserve(e.ctx, "c1", "c", gpu)
+	wantCode(t, err, api.CodeInsufficientCapacity)
+	e.reserve("c1", "s", "g1") // the standard leftover is independent
+	e.result("g1", "gk.c1.g1", kubeconfig("K"))
+	v := e.mustFind("c1", "peer-a")
+	if q := v.ResourceSliceResources["nvidia.com/gpu"]; q.String() != "1" || v.NodeGroupID != "ng-g1-gpu" {
+		t.Fatalf("gpu peer = %+v", v)
+	}
 }
