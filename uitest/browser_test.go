@@ -104,6 +104,13 @@ type ui struct {
 	shots  string
 }
 
+// with returns u failing t (a subtest) instead of its parent.
+func (u *ui) with(t *testing.T) *ui {
+	c := *u
+	c.t = t
+	return &c
+}
+
 func (u *ui) ok(err error, what string) {
 	u.t.Helper()
 	if err != nil {
@@ -147,7 +154,7 @@ func login(u *ui, p playwright.Page, c Console) {
 func TestBrowser(t *testing.T) {
 	b := browser(t)
 	tg := target(t)
-	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(5000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", filepath.Join("..", "docs", "screenshots"))}
+	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(15000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", filepath.Join("..", "docs", "screenshots"))}
 	if u.shots != "-" {
 		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")
 	}
@@ -155,6 +162,7 @@ func TestBrowser(t *testing.T) {
 	var cheap string
 
 	t.Run("dashboard shows the providers and the consumer", func(t *testing.T) {
+		u := u.with(t)
 		start := time.Now()
 		_, err := dash.Goto(tg.DashboardURL + "/")
 		u.ok(err, "open dashboard")
@@ -170,6 +178,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("provider price change reaches the dashboard within 2s", func(t *testing.T) {
+		u := u.with(t)
 		id := firstProvider(tg)
 		p := newPage(u, b)
 		_, err := p.Goto(tg.Providers[id].URL + "/")
@@ -207,6 +216,7 @@ func TestBrowser(t *testing.T) {
 
 	consumer := newPage(u, b)
 	t.Run("consumer Price policy and workload get a Running virtual node", func(t *testing.T) {
+		u := u.with(t)
 		login(u, consumer, tg.Consumer)
 		u.ok(consumer.Locator("[data-testid=policy-Price]").Check(), "pick Price")
 		u.ok(consumer.Locator("[data-testid=apply-policy]").Click(), "apply policy")
@@ -235,6 +245,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("writes without CSRF and wrong login tokens are refused", func(t *testing.T) {
+		u := u.with(t)
 		_, err := consumer.Evaluate(`() => document.querySelectorAll('input[name="_csrf"]').forEach(i => i.remove())`)
 		u.ok(err, "strip csrf fields")
 		resp, err := consumer.ExpectNavigation(func() error {
@@ -257,6 +268,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("websocket dropped server side: reconnecting, then live again", func(t *testing.T) {
+		u := u.with(t)
 		if tg.DropDashboardSockets == nil {
 			t.Skip("the target cannot drop websockets from the server side")
 		}

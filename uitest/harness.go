@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
+
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 	"github.com/federation-autoscaler/federation-autoscaler/web/webfake"
@@ -142,12 +144,7 @@ func StartFake(ctx context.Context, dir string, step time.Duration) (*Fake, erro
 	return f, nil
 }
 
-type runner func(ctx context.Context) error
-
-func (f *Fake) serve(ctx context.Context, app interface {
-	Listener(net.Listener) error
-	ShutdownWithTimeout(time.Duration) error
-}, run runner) (string, error) {
+func (f *Fake) serve(ctx context.Context, app *fiber.App, run func(context.Context) error) (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", fmt.Errorf("listen: %w", err)
@@ -161,16 +158,8 @@ func (f *Fake) serve(ctx context.Context, app interface {
 	}()
 	go func() {
 		defer f.wg.Done()
-		errc := make(chan error, 1)
-		go func() { errc <- app.Listener(ln) }()
-		select {
-		case err := <-errc:
-			if err != nil {
-				f.errs <- err
-			}
-		case <-ctx.Done():
-			_ = app.ShutdownWithTimeout(2 * time.Second)
-			<-errc
+		if err := web.Serve(ctx, app, ln); err != nil {
+			f.errs <- err
 		}
 	}()
 	return "http://" + ln.Addr().String(), nil

@@ -15,10 +15,9 @@ var palette = [...]string{"#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df",
 func colorOf(i int) string { return palette[i%len(palette)] }
 
 const (
-	chartW, chartH        = 600, 180
-	plotL, plotR          = 46, 592
+	chartW, chartH        = 420, 180
+	plotL, plotR          = 40, 400
 	plotTop, plotBottom   = 10, 160
-	chartMinutesPerXLabel = 15
 	chartValueLabelDigits = 3
 )
 
@@ -65,13 +64,13 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 			continue
 		}
 		var b strings.Builder
+		// Values hold until the next sample: draw steps.
 		for j, p := range pts {
 			if j > 0 {
 				b.WriteByte(' ')
+				b.WriteString(f1(x(p.t)) + "," + f1(y(pts[j-1].v)) + " ")
 			}
-			b.WriteString(f1(x(p.t)))
-			b.WriteByte(',')
-			b.WriteString(f1(y(p.v)))
+			b.WriteString(f1(x(p.t)) + "," + f1(y(p.v)))
 		}
 		last := pts[len(pts)-1]
 		c.Lines = append(c.Lines, views.Polyline{

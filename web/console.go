@@ -44,6 +44,7 @@ func newConsoleSite(title string, opts ConsoleOptions) (*site, error) {
 		return nil, err
 	}
 	s.authn = a
+	s.loginHint = "The console printed its token once, when it first started (or read it from its token file or Secret)."
 	return s, nil
 }
 

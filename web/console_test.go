@@ -352,3 +352,16 @@ func TestSessionExpires(t *testing.T) {
 		t.Fatalf("expired session: %d, want a redirect to the login", resp.StatusCode)
 	}
 }
+
+func TestDashboardOwnsItsRoutes(t *testing.T) {
+	d, err := web.NewDashboard(webfake.New(nil), web.DashboardOptions{Prefix: "/ui"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]bool{"/ui/": true, "/ui/ws": true, "/ui/static/app.css": true, "/ui/login": true,
+		"/api/v1/overview": false, "/metrics": false, "/": false} {
+		if got := d.Owns(path); got != want {
+			t.Errorf("Owns(%q) = %v, want %v", path, got, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -73,6 +74,7 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 			return nil, err
 		}
 		s.authn = a
+		s.loginHint = "Use the token the broker was started with (--dashboard-token)."
 	}
 	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), opts: opts}
 	s.subscribe = src.Subscribe
@@ -293,4 +295,30 @@ func instructionRows(now time.Time, lists ...[]api.OverviewInstruction) []views.
 		}
 	}
 	return out
+}
+
+// Owns reports whether path is one of the dashboard's routes. The dashboard
+// authenticates its own routes (login page and session cookie when Token is
+// set), so a bearer-token guard in front of the listener should let these
+// paths through: browsers cannot send a bearer header for stylesheets and
+// websockets.
+func (d *Dashboard) Owns(path string) bool {
+	p := d.site.prefix
+	switch path {
+	case p + "/", p + "/ws", p + "/login", p + "/logout":
+		return true
+	}
+	return strings.HasPrefix(path, p+"/static/")
+}
+
+// Authenticated reports whether the request carries a live dashboard
+// session (always true when no Token is configured). A guard in front of
+// the listener may accept it for other read-only routes, such as the
+// overview JSON.
+func (d *Dashboard) Authenticated(c *fiber.Ctx) bool {
+	if d.site.authn == nil {
+		return true
+	}
+	_, ok := d.site.authn.Current(c)
+	return ok
 }

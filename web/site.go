@@ -25,14 +25,16 @@ import (
 // site holds what the dashboard and both consoles share: the route prefix,
 // optional login, the live hub and its publisher.
 type site struct {
-	prefix  string
-	title   string
-	authn   *auth.Authenticator // nil: no login
-	hub     *live.Hub
-	log     *slog.Logger
-	clock   clock.WithTicker
-	refresh time.Duration
-	wsOpts  live.WSOptions
+	prefix string
+	// loginHint tells where the login token comes from.
+	loginHint string
+	title     string
+	authn     *auth.Authenticator // nil: no login
+	hub       *live.Hub
+	log       *slog.Logger
+	clock     clock.WithTicker
+	refresh   time.Duration
+	wsOpts    live.WSOptions
 	// life bounds websocket connections; cancelled when Run returns.
 	life       context.Context
 	lifeCancel context.CancelFunc
@@ -130,7 +132,7 @@ func (s *site) loginForm(c *fiber.Ctx) error {
 	}
 	return s.renderPage(c, fiber.StatusOK, views.LoginPage(s.page(c, "Log in", "", false), views.Login{
 		Next: auth.SafeNext(c.Query("next")),
-		Hint: "The token was printed once when this console first started.",
+		Hint: s.loginHint,
 	}))
 }
 
@@ -138,12 +140,12 @@ func (s *site) login(c *fiber.Ctx) error {
 	next := auth.SafeNext(formValue(c, "next"))
 	if _, err := s.authn.Login(c, formValue(c, "token")); err != nil {
 		s.log.Info("console login refused", "remote", c.IP())
-		msg := "Login refused: the access token is not correct. Check the token printed when the console first started."
+		msg := "Login refused: the access token is not correct."
 		if !errors.Is(err, auth.ErrBadToken) {
 			msg = "Login failed: " + err.Error()
 		}
 		return s.renderPage(c, fiber.StatusUnauthorized, views.LoginPage(s.page(c, "Log in", "", false), views.Login{
-			Next: next, Error: msg,
+			Next: next, Error: msg, Hint: s.loginHint,
 		}))
 	}
 	return c.Redirect(s.path(strings.TrimPrefix(next, s.prefix)), fiber.StatusSeeOther)

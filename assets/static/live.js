@@ -53,6 +53,15 @@
     ws.onerror = function () { /* onclose follows */ };
   }
 
+  // Show the value of range inputs next to them (<output id="<id>-out">).
+  document.addEventListener('input', function (ev) {
+    var el = ev.target;
+    if (el && el.type === 'range' && el.id) {
+      var out = document.getElementById(el.id + '-out');
+      if (out) { out.textContent = el.value; }
+    }
+  });
+
   setState('connecting', 'connecting\u2026');
   connect();
 })();

@@ -164,7 +164,7 @@ func DashboardLive(d Dashboard) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</section><section class=\"panel\" aria-labelledby=\"charts-h\"><h2 id=\"charts-h\">Last hour</h2><div class=\"charts\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</section><section class=\"panel\" aria-labelledby=\"charts-h\"><h2 id=\"charts-h\">History <span class=\"muted\">· up to the last hour</span></h2><div class=\"charts\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -324,6 +324,18 @@ func (f *Federation) Step() bool {
 	return changed
 }
 
+// advertise refreshes every provider's last advertisement, as the periodic
+// re-advertisement of a real agent does (no change signal: ages only).
+func (f *Federation) advertise() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	for _, p := range f.providers {
+		p.lastAd = now
+	}
+	f.consumer.lastHB = now
+}
+
 // Run steps reservations every period until ctx is done.
 func (f *Federation) Run(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
@@ -334,6 +346,7 @@ func (f *Federation) Run(ctx context.Context, period time.Duration) {
 			return
 		case <-t.C:
 			f.Step()
+			f.advertise()
 		}
 	}
 }
