@@ -240,6 +240,12 @@ func overviewJSON(t testing.TB, s *Service) string {
 		t.Fatal(err)
 	}
 	ov.GeneratedAt = ov.GeneratedAt.Rfc3339Copy()
+	for i := range ov.ProviderInstructions {
+		ov.ProviderInstructions[i].LastDeliveredAt = nil // in memory only
+	}
+	for i := range ov.ReservationInstructions {
+		ov.ReservationInstructions[i].LastDeliveredAt = nil
+	}
 	b, err := json.Marshal(ov)
 	if err != nil {
 		t.Fatal(err)

@@ -91,6 +91,7 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 	p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
 	p.freshSince = t.now
 	p.available = true
+	p.staleHandled = false
 	if ok && !wasAvailable {
 		s.log.Info("Provider is advertising again; available", "provider", cn)
 	}
@@ -253,18 +254,23 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	// Provider freshness first: a stale provider's reservations fail.
 	for _, id := range sortedKeys(s.st.providers) {
 		p := s.st.providers[id]
-		if !p.available {
+		if p.staleHandled {
 			continue
+		}
+		if deadline := p.rec.LastSeen.Add(s.cfg.ProviderStaleAfter); p.available && !now.Before(deadline) {
+			p.available = false
+			changed = true
+			s.log.Warn("Provider stopped advertising; unavailable", "provider", id, "lastSeen", p.rec.LastSeen)
+			s.idx.UpsertProvider(s.placementProvider(id, p))
+		} else if p.available {
+			soon(deadline)
 		}
 		deadline := p.freshSince.Add(s.cfg.ProviderStaleAfter)
 		if now.Before(deadline) {
 			soon(deadline)
 			continue
 		}
-		p.available = false
-		changed = true
-		s.log.Warn("Provider stopped advertising; unavailable", "provider", id, "lastSeen", p.rec.LastSeen)
-		s.idx.UpsertProvider(s.placementProvider(id, p))
+		p.staleHandled = true
 		for _, r := range s.sortedReservations() {
 			if r.ProviderID == id && !r.Phase.Terminal() && r.Phase != api.PhaseUnpeering {
 				s.setPhase(t, r, api.PhaseFailed, "provider "+id+" stopped advertising")

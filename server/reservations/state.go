@@ -15,9 +15,14 @@ type provider struct {
 	chunks map[api.ChunkType]int32
 	// freshSince is the start of the current freshness window: the last
 	// advertisement, or the broker's start if that is later (a restart
-	// does not make every provider stale at once).
+	// does not fail every provider's reservations at once).
 	freshSince time.Time
-	available  bool
+	// available is false once the provider is stale: no reservation, not
+	// growable.
+	available bool
+	// staleHandled is set once the reservations of the stale provider were
+	// failed; the next advertisement clears it.
+	staleHandled bool
 }
 
 // consumer is a registry entry plus derived state.
@@ -86,7 +91,9 @@ func newState() *state {
 func (s *Service) buildState(snap store.Snapshot, now time.Time) *state {
 	st := newState()
 	for _, a := range snap.Advertisements {
-		p := &provider{rec: a, freshSince: later(a.LastSeen, now), available: true}
+		// A provider that was stale before the restart stays unavailable
+		// until it advertises; its reservations get a full window.
+		p := &provider{rec: a, freshSince: later(a.LastSeen, now), available: now.Before(a.LastSeen.Add(s.cfg.ProviderStaleAfter))}
 		p.chunks = placement.Chunks(s.cfg.ChunkConfig, a.Request.Resources)
 		st.providers[a.Request.ClusterID] = p
 	}

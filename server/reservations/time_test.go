@@ -258,6 +258,24 @@ func TestRestartRestoresState(t *testing.T) {
 	if got := e.phase("b"); got != api.PhasePeering {
 		t.Fatalf("b = %s after a restart following downtime", got)
 	}
+	// The provider's last advertisement is older than the staleness window:
+	// no new reservations until it advertises, but its reservations get a
+	// full window to come back.
+	_, _, err := e.s.Reserve(e.ctx, "c2", "e", stdReq("p2"))
+	wantCode(t, err, api.CodeServiceUnavailable)
+	e.clk.Step(DefaultProviderStaleAfter - time.Second)
+	e.heartbeat("c1")
+	e.heartbeat("c2")
+	e.advertise("p1", 4)
+	e.s.sweep(e.ctx)
+	if got := e.phase("c"); got != api.PhaseGeneratingKubeconfig {
+		t.Fatalf("c = %s within the grace window", got)
+	}
+	e.clk.Step(time.Second)
+	e.s.sweep(e.ctx)
+	if got, gotB := e.phase("c"), e.phase("b"); got != api.PhaseFailed || gotB != api.PhasePeering {
+		t.Fatalf("after the grace window c = %s (want Failed), b = %s (want Peering)", got, gotB)
+	}
 }
 
 func TestFailedCommitRollsBack(t *testing.T) {
