@@ -181,3 +181,65 @@ func TestChurnKeepsInvariants(t *testing.T) {
 		t.Fatal("state changed across restart")
 	}
 }
+
+// TestConcurrentChurn runs reservations, results and releases from many
+// goroutines at once (for the race detector and the ledger invariants).
+func TestConcurrentChurn(t *testing.T) {
+	e := newEnv(t)
+	for _, p := range []string{"p1", "p2"} {
+		e.advertise(p, 5)
+	}
+	consumers := []string{"c1", "c2", "c3", "c4"}
+	for _, c := range consumers {
+		e.heartbeat(c)
+	}
+	done := make(chan struct{})
+	errs := make(chan error, 64)
+	for w := range 8 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			c := consumers[w%len(consumers)]
+			p := []string{"p1", "p2"}[w%2]
+			for i := range 40 {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				if _, _, err := e.s.Reserve(e.ctx, c, id, stdReq(p)); err != nil {
+					if !api.IsCode(err, api.CodeInsufficientCapacity) {
+						errs <- err
+					}
+					continue
+				}
+				for _, cn := range []string{p, c, c} {
+					vs, err := e.s.Instructions(e.ctx, cn, 0)
+					if err != nil {
+						errs <- err
+						return
+					}
+					for _, v := range vs {
+						req := ok()
+						switch v.Kind {
+						case api.KindGenerateKubeconfig:
+							req = kubeconfig("K")
+						case api.KindPeer:
+							req = peered("vn")
+						}
+						// Another worker may post the same result: replays are fine.
+						if err := e.s.PostResult(e.ctx, cn, v.ID, req); err != nil && !api.IsCode(err, api.CodeNotFound) {
+							errs <- err
+						}
+					}
+				}
+				if _, err := e.s.Release(e.ctx, c, id, 0); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-done
+	}
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	checkInvariants(t, e.s)
+}
