@@ -362,8 +362,8 @@ func (a *Autoscaler) groupForNode(ctx context.Context, n *protos.ExternalGrpcNod
 		return "", fmt.Errorf("NodeGroupForNode %s (CA aborts the loop): %w", n.GetName(), err)
 	}
 	g := r.GetNodeGroup()
-	if g.GetId() != "" && g.GetMaxSize() == 0 && g.GetMinSize() == 0 {
-		return "", fmt.Errorf("NodeGroupForNode %s: group %s returned without its sizes", n.GetName(), g.GetId())
+	if g.GetMinSize() > g.GetMaxSize() {
+		return "", fmt.Errorf("NodeGroupForNode %s: group %s has min %d > max %d", n.GetName(), g.GetId(), g.GetMinSize(), g.GetMaxSize())
 	}
 	return g.GetId(), nil
 }

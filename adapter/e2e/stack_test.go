@@ -1,0 +1,397 @@
+// Package e2e_test runs the adapter's CA conformance loop against the real
+// product stack in one process: the real broker (domain on a bbolt file,
+// Broker API v1 over mTLS), two real provider agents, the real consumer
+// agent and its local API, and the adapter over gRPC. Only the edges are
+// stand-ins: Kubernetes APIs are client-go fakes, and Liqo is played by a
+// small loop that turns each ResourceSlice into a Ready virtual Node (what
+// Liqo, or the simulated Liqo, does).
+package e2e_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc"
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/catest"
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/protos"
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
+	"github.com/federation-autoscaler/federation-autoscaler/server/rest"
+	"github.com/federation-autoscaler/federation-autoscaler/server/rest/resttest"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store/bolt"
+)
+
+const (
+	consumerID = "consumer-1"
+	namespace  = "federation-autoscaler"
+)
+
+type stack struct {
+	t            *testing.T
+	ctx          context.Context
+	pki          *resttest.PKI
+	brokerURL    string
+	consumerKube kubernetes.Interface
+	providers    map[string]context.CancelFunc
+	ca           *catest.Autoscaler
+	logger       *slog.Logger
+	wg           sync.WaitGroup
+}
+
+func logger(t *testing.T) *slog.Logger {
+	if os.Getenv("FA_E2E_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func startStack(t *testing.T) *stack {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &stack{t: t, ctx: ctx, pki: resttest.NewPKI(t), providers: map[string]context.CancelFunc{}, logger: logger(t)}
+	t.Cleanup(func() {
+		cancel()
+		s.wg.Wait()
+	})
+
+	// 1. The broker: real domain on a bbolt file, Broker API v1 over mTLS.
+	st, err := bolt.OpenFile(filepath.Join(t.TempDir(), "broker.db"), bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := placement.DefaultChunkConfig()
+	svc, err := reservations.New(reservations.Config{
+		Store:              st,
+		ChunkConfig:        chunks,
+		Placer:             placement.NewIndex(chunks),
+		ProviderStaleAfter: 3 * time.Second,
+		Logger:             s.logger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.run("broker domain", func(ctx context.Context) error { return svc.Run(ctx) })
+	t.Cleanup(func() { _ = svc.Close() })
+	app := rest.NewApp(rest.Config{Broker: svc, RateLimitBurst: 1_000_000, RateLimitRPS: 1_000_000, BaseContext: func() context.Context { return ctx }})
+	s.brokerURL = resttest.Serve(t, app, s.pki.ServerTLS(t))
+	// Cleanups run last-registered first: stop the agents' long polls
+	// before the broker's listener shuts down.
+	t.Cleanup(cancel)
+	return s
+}
+
+func (s *stack) run(what string, f func(context.Context) error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := f(s.ctx); err != nil && s.ctx.Err() == nil {
+			s.t.Errorf("%s stopped: %v", what, err)
+		}
+	}()
+}
+
+func (s *stack) brokerClient(clusterID string, role api.Role) *brokerclient.Client {
+	s.t.Helper()
+	c, err := brokerclient.New(brokerclient.Config{BaseURL: s.brokerURL, TLS: s.pki.ClientTLS(s.t, clusterID, role), MaxRetries: -1})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return c
+}
+
+// peeringUsers stands in for liqoctl on a provider.
+type peeringUsers struct{ provider string }
+
+func (p peeringUsers) GeneratePeeringUser(_ context.Context, consumer string) (string, error) {
+	return "kubeconfig of " + p.provider + " for " + consumer, nil
+}
+func (peeringUsers) DeletePeeringUser(context.Context, string) error { return nil }
+
+// startProvider runs a real provider agent over a cluster with one node of
+// 6 CPU / 12 GiB: three standard chunks.
+func (s *stack) startProvider(id string) {
+	s.t.Helper()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: id + "-node"},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6"), corev1.ResourceMemory: resource.MustParse("12Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+		},
+	}
+	a, err := provider.New(provider.Config{
+		ClusterID: id, LiqoClusterID: "liqo-" + id,
+		Kube:     kubefake.NewClientset(node),
+		Broker:   s.brokerClient(id, api.RoleProvider),
+		Driver:   peeringUsers{provider: id},
+		Interval: time.Second, Debounce: 50 * time.Millisecond,
+		Logger: s.logger.With("provider", id),
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(s.ctx)
+	s.providers[id] = cancel
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = a.Run(ctx)
+	}()
+}
+
+// consumerDriver stands in for liqoctl peer/unpeer on the consumer.
+type consumerDriver struct{}
+
+func (consumerDriver) Peer(context.Context, string, string) error   { return nil }
+func (consumerDriver) Unpeer(context.Context, string, string) error { return nil }
+
+// startConsumer runs the real consumer agent, the Liqo stand-in and the
+// adapter; it returns the adapter's gRPC client.
+func (s *stack) startConsumer() protos.CloudProviderClient {
+	s.t.Helper()
+	sch := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fav1alpha1.AddToScheme, authv1beta1.AddToScheme} {
+		if err := add(sch); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	cl := fake.NewClientBuilder().WithScheme(sch).WithStatusSubresource(&fav1alpha1.VirtualNodeState{}).Build()
+	kube := kubefake.NewClientset()
+	s.consumerKube = kube
+	a, err := consumer.New(consumer.Config{
+		ClusterID: consumerID, Namespace: namespace,
+		Kube: kube, Client: cl,
+		Broker:   s.brokerClient(consumerID, api.RoleConsumer),
+		Driver:   consumerDriver{},
+		Interval: time.Second, PolicyPoll: time.Second, Resync: 500 * time.Millisecond, NodeWait: 20 * time.Second,
+		Logger: s.logger.With("consumer", consumerID),
+	})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.run("consumer agent", a.Run)
+	s.run("liqo stand-in", func(ctx context.Context) error { return liqoStandIn(ctx, cl, kube) })
+	local := httptest.NewServer(a.LocalAPI())
+	s.t.Cleanup(local.Close)
+
+	agent, err := localapi.NewClient(local.URL, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	srv, err := externalgrpc.New(externalgrpc.Config{Agent: agent, CacheTTL: 100 * time.Millisecond, Logger: s.logger.With("component", "adapter")})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	srv.Register(gs)
+	go func() { _ = gs.Serve(lis) }()
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() {
+		conn.Close()
+		gs.Stop()
+		srv.Close()
+	})
+	return protos.NewCloudProviderClient(conn)
+}
+
+// liqoStandIn does what Liqo does on the consumer: every ResourceSlice
+// gets a Ready virtual Node of the slice's name, with Liqo's labels, taint
+// and the slice's resources; a Node whose slice is gone is deleted.
+func liqoStandIn(ctx context.Context, cl client.Client, kube kubernetes.Interface) error {
+	tick := time.NewTicker(50 * time.Millisecond) // Liqo's reaction time
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		var slices authv1beta1.ResourceSliceList
+		if err := cl.List(ctx, &slices); err != nil {
+			return err
+		}
+		want := map[string]bool{}
+		for _, rs := range slices.Items {
+			want[rs.Name] = true
+			res := rs.Spec.Resources.DeepCopy()
+			res[corev1.ResourcePods] = resource.MustParse("110")
+			n := &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: rs.Name, Labels: map[string]string{
+					liqo.TypeLabel: liqo.VirtualNodeType, liqo.RemoteClusterIDLabel: rs.Labels[liqo.RemoteClusterIDLabel],
+				}},
+				Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: liqo.VirtualNodeTaintKey, Value: "true", Effect: corev1.TaintEffectNoExecute}}},
+				Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
+					Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+			}
+			if _, err := kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return err
+			}
+		}
+		nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes.Items {
+			if n.Labels[liqo.TypeLabel] == liqo.VirtualNodeType && !want[n.Name] {
+				if err := kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// nodes lists the consumer's nodes as CA sees them.
+func (s *stack) nodes(ctx context.Context) ([]catest.Node, error) {
+	list, err := s.consumerKube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := []catest.Node{{Name: "control-plane", ProviderID: "kind://docker/consumer/control-plane"}}
+	for _, n := range list.Items {
+		out = append(out, catest.Node{Name: n.Name, ProviderID: n.Spec.ProviderID})
+	}
+	return out, nil
+}
+
+// until runs CA loops every scan interval until cond holds or the
+// deadline passes.
+func (s *stack) until(want int, what string, timeout time.Duration, cond func(*catest.Loop) bool) *catest.Loop {
+	s.t.Helper()
+	deadline := time.Now().Add(timeout)
+	scan := time.NewTicker(200 * time.Millisecond) // CA's --scan-interval
+	defer scan.Stop()
+	var last *catest.Loop
+	for {
+		l, err := s.ca.RunOnce(s.ctx, want)
+		if err != nil {
+			s.t.Fatalf("CA loop: %v", err)
+		}
+		last = l
+		if cond(l) {
+			return l
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s not reached within %s; last loop: %s", what, timeout, describe(last))
+		}
+		<-scan.C
+	}
+}
+
+func describe(l *catest.Loop) string {
+	out := ""
+	for _, id := range l.Order {
+		g := l.Groups[id]
+		out += fmt.Sprintf("[%s target=%d max=%d registered=%d unregistered=%d failed=%d deleting=%d] ",
+			id, g.Target, g.Max, len(g.Registered), len(g.Unregistered), len(g.Failed), len(g.Deleting))
+	}
+	return out
+}
+
+func steady(n int) func(*catest.Loop) bool {
+	return func(l *catest.Loop) bool {
+		if l.Registered() != n || l.Targets() != int32(n) {
+			return false
+		}
+		for _, g := range l.Groups {
+			if len(g.Unregistered)+len(g.Failed)+len(g.Deleting) > 0 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func registeredPer(l *catest.Loop) map[string]int {
+	out := map[string]int{}
+	for id, g := range l.Groups {
+		out[id] = len(g.Registered)
+	}
+	return out
+}
+
+func TestConformanceRealAgentAndBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole stack")
+	}
+	s := startStack(t)
+	s.startProvider("p1")
+	s.startProvider("p2")
+	cl := s.startConsumer()
+	s.ca = &catest.Autoscaler{
+		Client: cl, Now: time.Now, Generation: catest.CA135,
+		MaxNodeProvisionTime: time.Minute,
+		Cluster:              catest.ClusterFunc(s.nodes),
+	}
+
+	// Wait until both providers are offered (an empty view is legal, so
+	// poll NodeGroups until both groups with head-room exist is not
+	// possible under single-winner masking: wait for one growable group).
+	s.until(0, "a growable group", 20*time.Second, func(l *catest.Loop) bool {
+		for _, g := range l.Groups {
+			if g.Max > g.Target {
+				return true
+			}
+		}
+		return false
+	})
+
+	// 1. Scale from zero to 5: one provider fills (3), the other takes the
+	// rest (2) once the winner is full.
+	start := time.Now()
+	l := s.until(5, "5 registered virtual nodes", 60*time.Second, steady(5))
+	t.Logf("scale 0→5: %s (%d CA loops so far)", time.Since(start).Round(time.Millisecond), s.ca.Calls["Refresh"])
+	per := registeredPer(l)
+	if per["ng-p1-standard"]+per["ng-p2-standard"] != 5 || per["ng-p1-standard"] < 2 || per["ng-p2-standard"] < 2 {
+		t.Fatalf("nodes per group = %v, want 3 + 2 across the two providers", per)
+	}
+	for _, g := range l.Groups {
+		for _, n := range g.Registered {
+			if n.ProviderID == "" {
+				t.Fatalf("node %s has no providerID", n.Name)
+			}
+		}
+	}
+
+	// 2. Scale down to zero.
+	start = time.Now()
+	s.until(0, "zero borrowed nodes", 60*time.Second, steady(0))
+	t.Logf("scale 5→0: %s", time.Since(start).Round(time.Millisecond))
+}
