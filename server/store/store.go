@@ -67,8 +67,10 @@ func (k Kind) String() string {
 	}
 }
 
-// Kinds lists every collection.
-var Kinds = []Kind{KindReservation, KindInstruction, KindCredential, KindAdvertisement, KindConsumer}
+// Kinds returns every collection, in load order.
+func Kinds() []Kind {
+	return []Kind{KindReservation, KindInstruction, KindCredential, KindAdvertisement, KindConsumer}
+}
 
 // Mutation puts or deletes one record. Exactly one of the record pointers is
 // set for a put; none for a delete (Delete true).

@@ -27,6 +27,9 @@ const FileName = "broker.db"
 // refused at load.
 const recordVersion byte = 1
 
+// Mutation is store.Mutation, aliased for brevity.
+type Mutation = store.Mutation
+
 // Store is a bbolt-backed store.Store.
 type Store struct {
 	db *bbolt.DB
@@ -64,7 +67,7 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s (is another broker using this data dir?): %w", path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, k := range store.Kinds {
+		for _, k := range store.Kinds() {
 			if _, err := tx.CreateBucketIfNotExists([]byte(k.String())); err != nil {
 				return fmt.Errorf("creating bucket %s: %w", k, err)
 			}
@@ -131,14 +134,11 @@ func (s *Store) Apply(ctx context.Context, batch []Mutation) error {
 	return nil
 }
 
-// Mutation is store.Mutation (re-declared for brevity in this package).
-type Mutation = store.Mutation
-
 // Load implements store.Store.
 func (s *Store) Load(ctx context.Context) (store.Snapshot, error) {
 	var snap store.Snapshot
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		for _, k := range store.Kinds {
+		for _, k := range store.Kinds() {
 			b := tx.Bucket([]byte(k.String()))
 			if b == nil {
 				continue
