@@ -44,6 +44,7 @@ type provState struct {
 	// stdKey (the Standard key it was inserted with).
 	indexed [numTypes]bool
 	stdKey  [numTypes]float64
+	freeKey [numTypes]float64 // 1 − free fraction, as inserted
 
 	carbon    float64
 	hasCarbon bool
@@ -64,6 +65,7 @@ type typeTrees struct {
 	price *btree.BTreeG[rankItem] // priced by cost, then unpriced; then id
 	eco   *btree.BTreeG[rankItem] // with carbon by weighted carbon, then carbon-less; then id
 	lat   *btree.BTreeG[latItem]  // providers with coordinates by latitude, then id
+	free  *btree.BTreeG[rankItem] // 1 − free fraction ascending, then id (Weighted)
 }
 
 // rankItem is a key of a ranking tree. class 0 has a metric, class 1 has
@@ -129,8 +131,8 @@ type Index struct {
 	providers map[string]*provState
 	consumers map[string]Consumer
 	usage     map[groupKey]*groupUsage
-	// held maps a consumer to the groups it has usage in.
-	held  map[string]map[groupKey]struct{}
+	// held maps a consumer to the groups it has usage in, and that usage.
+	held  map[string]map[groupKey]Usage
 	trees [numTypes]typeTrees
 }
 
@@ -143,7 +145,7 @@ func NewIndex(cfg ChunkConfig, opts ...Option) *Index {
 		providers: map[string]*provState{},
 		consumers: map[string]Consumer{},
 		usage:     map[groupKey]*groupUsage{},
-		held:      map[string]map[groupKey]struct{}{},
+		held:      map[string]map[groupKey]Usage{},
 	}
 	for i := range ix.trees {
 		ix.trees[i] = typeTrees{
@@ -151,6 +153,7 @@ func NewIndex(cfg ChunkConfig, opts ...Option) *Index {
 			price: btree.NewG(16, lessDec),
 			eco:   btree.NewG(16, lessFloat),
 			lat:   btree.NewG(16, lessLat),
+			free:  btree.NewG(16, lessFloat),
 		}
 	}
 	for _, o := range opts {
@@ -258,10 +261,10 @@ func (ix *Index) SetUsage(providerID string, t api.ChunkType, consumerID string,
 		g.live += u.Live
 		h := ix.held[consumerID]
 		if h == nil {
-			h = map[groupKey]struct{}{}
+			h = map[groupKey]Usage{}
 			ix.held[consumerID] = h
 		}
-		h[k] = struct{}{}
+		h[k] = u
 	}
 	if len(g.byConsumer) == 0 {
 		delete(ix.usage, k)
@@ -339,6 +342,8 @@ func (ix *Index) index(ps *provState, ti int) {
 	ps.stdKey[ti] = ix.standardKey(ps, ti)
 	ps.indexed[ti] = true
 	tr.std.ReplaceOrInsert(rankItem{f: ps.stdKey[ti], id: ps.p.ID})
+	ps.freeKey[ti] = 1 - ix.freeFraction(ps, ti)
+	tr.free.ReplaceOrInsert(rankItem{f: ps.freeKey[ti], id: ps.p.ID})
 	tr.price.ReplaceOrInsert(ix.priceItem(ps, ti))
 	tr.eco.ReplaceOrInsert(ecoItem(ps))
 	if ps.hasCoords {
@@ -354,6 +359,7 @@ func (ix *Index) unindex(ps *provState, ti int) {
 	}
 	tr := &ix.trees[ti]
 	tr.std.Delete(rankItem{f: ps.stdKey[ti], id: ps.p.ID})
+	tr.free.Delete(rankItem{f: ps.freeKey[ti], id: ps.p.ID})
 	tr.price.Delete(ix.priceItem(ps, ti))
 	tr.eco.Delete(ecoItem(ps))
 	if ps.hasCoords {

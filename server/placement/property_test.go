@@ -18,6 +18,9 @@ import (
 type fedGen struct {
 	r         *rand.Rand
 	consumers []string
+	// large draws continuous coordinates and carbon, and only the Weighted
+	// and Latency policies, for big federations.
+	large bool
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -61,6 +64,9 @@ func (g *fedGen) provider(id string) Provider {
 		if r.IntN(8) != 0 {
 			p.Topology.Latitude = float64(r.IntN(21)*8 - 80)
 			p.Topology.Longitude = float64(r.IntN(31)*12 - 180)
+			if g.large {
+				p.Topology.Latitude, p.Topology.Longitude = r.Float64()*170-85, r.Float64()*360-180
+			}
 		}
 	}
 	if r.IntN(3) == 0 {
@@ -85,11 +91,20 @@ func (g *fedGen) consumer(id string) Consumer {
 	r := g.r
 	c := Consumer{ID: id}
 	c.Placement.Type = []api.PlacementType{"", api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted, "Cheapest"}[r.IntN(7)]
+	if g.large {
+		c.Placement.Type = []api.PlacementType{api.PlacementLatency, api.PlacementWeighted, api.PlacementWeighted}[r.IntN(3)]
+	}
 	if r.IntN(4) != 0 {
 		c.Latitude, c.Longitude = ptr(float64(r.IntN(21)*8-80)), ptr(float64(r.IntN(31)*12-180))
+		if g.large {
+			c.Latitude, c.Longitude = ptr(r.Float64()*170-85), ptr(r.Float64()*360-180)
+		}
 	}
 	if c.Placement.Type == api.PlacementWeighted && r.IntN(5) != 0 {
 		c.Placement.Weights = &api.Weights{Price: float64(r.IntN(3)), Carbon: float64(r.IntN(3)), Distance: float64(r.IntN(3)), FreeCapacity: float64(r.IntN(3))}
+		if g.large {
+			c.Placement.Weights = &api.Weights{Price: r.Float64(), Carbon: r.Float64(), Distance: r.Float64() * 3, FreeCapacity: r.Float64()}
+		}
 	}
 	return c
 }
@@ -113,14 +128,30 @@ func TestIndexMatchesModel(t *testing.T) {
 	if raceEnabled || testing.Short() {
 		iterations = 25
 	}
+	runModelComparison(t, iterations, 25, 30, false)
+}
+
+// TestIndexMatchesModelLarge does the same with a few federations of up
+// to 400 providers with continuous coordinates and weights, where the
+// Latency walk and the Weighted threshold walk stop early.
+func TestIndexMatchesModelLarge(t *testing.T) {
+	iterations := 12
+	if raceEnabled || testing.Short() {
+		iterations = 3
+	}
+	runModelComparison(t, iterations, 400, 8, true)
+}
+
+func runModelComparison(t *testing.T, iterations, maxProviders, steps int, large bool) {
+	t.Helper()
 	for seed := range iterations {
 		r := rand.New(rand.NewPCG(uint64(seed), 7))
-		g := &fedGen{r: r}
+		g := &fedGen{r: r, large: large}
 		nc := 1 + r.IntN(5)
 		for i := range nc {
 			g.consumers = append(g.consumers, fmt.Sprintf("c%d", i))
 		}
-		np := 1 + r.IntN(25)
+		np := 1 + r.IntN(maxProviders)
 		ix := NewIndex(DefaultChunkConfig())
 		m := newModel(DefaultChunkConfig())
 		for _, c := range g.consumers {
@@ -134,7 +165,7 @@ func TestIndexMatchesModel(t *testing.T) {
 			ix.UpsertProvider(p)
 			m.setProvider(p)
 		}
-		for step := range 30 {
+		for step := range steps {
 			switch r.IntN(6) {
 			case 0:
 				p := g.provider(pid())

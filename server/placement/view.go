@@ -2,13 +2,13 @@ package placement
 
 import (
 	"container/heap"
-	"encoding/binary"
-	"hash/fnv"
 	"math"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/google/btree"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -27,8 +27,13 @@ type viewCtx struct {
 	clat     float64
 	clon     float64
 	weights  api.Weights
-	held     map[groupKey]struct{}
+	held     map[groupKey]Usage
 	growable map[groupKey]struct{}
+	// blockers caches heldBlockers per chunk type.
+	blockers     [numTypes][]*provState
+	blockersDone [numTypes]bool
+	// shapes caches one copy of each chunk shape per response.
+	shapes [numTypes]corev1.ResourceList
 	// metric holds the placement metric per listed group, when it has one.
 	metric map[groupKey]float64
 	// weighted holds the Weighted normalisation per chunk type.
@@ -86,46 +91,47 @@ func (ix *Index) View(consumerID string, all bool) api.NodeGroupListResponse {
 		}
 	}
 
-	// Collect the listed groups.
-	listed := make(map[groupKey]struct{}, len(v.held)+len(v.growable))
+	// Collect the listed groups: held, growable, and with all=true every
+	// group of an available provider.
+	listed := make([]groupKey, 0, len(v.held)+len(v.growable))
 	for k := range v.held {
-		listed[k] = struct{}{}
+		listed = append(listed, k)
 	}
 	for k := range v.growable {
-		listed[k] = struct{}{}
+		if _, dup := v.held[k]; !dup {
+			listed = append(listed, k)
+		}
 	}
 	if all {
+		listed = listed[:0]
 		for id, ps := range ix.providers {
-			if !ps.p.Available {
-				continue
-			}
 			for ti := range chunkTypes {
-				if ps.total[ti] > 0 {
-					listed[groupKey{id, ti}] = struct{}{}
+				k := groupKey{id, ti}
+				if _, held := v.held[k]; held || (ps.p.Available && ps.total[ti] > 0) {
+					listed = append(listed, k)
 				}
 			}
 		}
 	}
+	slices.SortFunc(listed, func(a, b groupKey) int {
+		if c := strings.Compare(a.provider, b.provider); c != 0 {
+			return c
+		}
+		return a.t - b.t // chunkTypes is in wire order
+	})
 
 	resp := api.NodeGroupListResponse{
 		NodeGroups:       make([]api.NodeGroupView, 0, len(listed)),
 		AppliedPlacement: v.policy,
 		ServedAt:         metav1.NewTime(ix.now()),
 	}
-	for k := range listed {
+	for _, k := range listed {
 		ps := ix.providers[k.provider]
 		if ps == nil || !MayBorrow(ps.p.Sharing, consumerID) {
 			continue
 		}
 		resp.NodeGroups = append(resp.NodeGroups, v.group(ps, k))
 	}
-	sort.Slice(resp.NodeGroups, func(i, j int) bool {
-		a, b := &resp.NodeGroups[i], &resp.NodeGroups[j]
-		if a.ProviderClusterID != b.ProviderClusterID {
-			return a.ProviderClusterID < b.ProviderClusterID
-		}
-		return a.Type < b.Type
-	})
 	resp.LatencyShortlist = v.shortlst
 	resp.Generation = generation(&resp)
 	return resp
@@ -134,7 +140,10 @@ func (ix *Index) View(consumerID string, all bool) api.NodeGroupListResponse {
 // group builds one view row.
 func (v *viewCtx) group(ps *provState, k groupKey) api.NodeGroupView {
 	t := chunkTypes[k.t]
-	live := v.ix.usageOf(k, v.c.ID).Live
+	live := v.held[k].Live
+	if v.shapes[k.t] == nil {
+		v.shapes[k.t] = v.ix.cfg.Shape(t).DeepCopy()
+	}
 	g := api.NodeGroupView{
 		ID:                    api.NodeGroupID(ps.p.ID, t),
 		ProviderClusterID:     ps.p.ID,
@@ -142,7 +151,7 @@ func (v *viewCtx) group(ps *provState, k groupKey) api.NodeGroupView {
 		Type:                  t,
 		MaxSize:               live,
 		CurrentReserved:       live,
-		ChunkResources:        v.ix.cfg.Shape(t).DeepCopy(),
+		ChunkResources:        v.shapes[k.t],
 		Cost:                  ps.costStr[k.t],
 		ProbeEndpoint:         ps.p.ProbeEndpoint,
 	}
@@ -208,17 +217,19 @@ func (v *viewCtx) candidate(ps *provState, ti int) (usable, blocking bool) {
 // heldBlockers returns the providers of chunk type ti this consumer has
 // in flight that have no head-room for it (at most its held groups).
 func (v *viewCtx) heldBlockers(ti int) []*provState {
-	var out []*provState
-	for k := range v.held {
-		if k.t != ti {
-			continue
-		}
-		ps := v.ix.providers[k.provider]
-		if _, blocking := v.candidate(ps, ti); blocking {
-			out = append(out, ps)
+	if !v.blockersDone[ti] {
+		v.blockersDone[ti] = true
+		for k, u := range v.held {
+			if k.t != ti || u.InFlight == 0 {
+				continue
+			}
+			ps := v.ix.providers[k.provider]
+			if _, blocking := v.candidate(ps, ti); blocking {
+				v.blockers[ti] = append(v.blockers[ti], ps)
+			}
 		}
 	}
-	return out
+	return v.blockers[ti]
 }
 
 // ranked applies single-winner masking for Standard, Price, Eco (and
@@ -329,44 +340,67 @@ func (v *viewCtx) latency(ti int) {
 
 // nearest calls fn with the open providers of chunk type ti that have
 // coordinates, nearest to the consumer first (ties by id), until fn
-// returns false. It walks the latitude tree outwards from the consumer's
-// latitude in both directions: R·|Δlatitude| is a lower bound of the
-// great-circle distance to every provider not yet read, so a provider read
-// so far is emitted once its distance is below that bound. The work is
-// proportional to the providers in the latitude band the walk has to cover.
+// returns false.
 func (v *viewCtx) nearest(ti int, fn func(ps *provState, dist float64) bool) {
-	tree := v.ix.trees[ti].lat
-	pivot := latItem{lat: v.clat}
-	up := &latCursor{tree: tree, asc: true, from: pivot}
-	down := &latCursor{tree: tree, from: pivot}
-	h := &distHeap{}
+	it := v.newNearIter(ti, v.clat, v.clon)
 	for {
-		upIt, upOK := up.peek()
-		downIt, downOK := down.peek()
-		bound := math.Inf(1)
-		if upOK {
-			bound = latBound(upIt.lat, v.clat)
-		}
-		if downOK {
-			bound = min(bound, latBound(downIt.lat, v.clat))
-		}
-		for h.Len() > 0 && (*h)[0].less(bound) {
-			d := heap.Pop(h).(distItem)
-			if !fn(v.ix.providers[d.id], d.dist) {
-				return
-			}
-		}
-		if !upOK && !downOK {
+		ps, d, ok := it.next()
+		if !ok || !fn(ps, d) {
 			return
 		}
-		var it latItem
-		if upOK && (!downOK || upIt.lat-v.clat <= v.clat-downIt.lat) {
-			it = up.next()
-		} else {
-			it = down.next()
+	}
+}
+
+// nearIter yields the open providers of a chunk type that have
+// coordinates, nearest to an origin first (ties by id). It walks the
+// latitude tree outwards from the origin's latitude in both directions:
+// R·|Δlatitude| is a lower bound of the great-circle distance to every
+// provider not yet read, so a provider read so far is yielded once its
+// distance is below that bound. The work is proportional to the providers
+// in the latitude band the walk has to cover, O(log n) per batch read.
+type nearIter struct {
+	ix       *Index
+	lat, lon float64
+	up, down *latCursor
+	h        distHeap
+}
+
+func (v *viewCtx) newNearIter(ti int, lat, lon float64) *nearIter {
+	tree := v.ix.trees[ti].lat
+	pivot := latItem{lat: lat}
+	return &nearIter{
+		ix: v.ix, lat: lat, lon: lon,
+		up:   &latCursor{tree: tree, asc: true, from: pivot},
+		down: &latCursor{tree: tree, from: pivot},
+	}
+}
+
+func (n *nearIter) next() (*provState, float64, bool) {
+	for {
+		upIt, upOK := n.up.peek()
+		downIt, downOK := n.down.peek()
+		bound := math.Inf(1)
+		if upOK {
+			bound = latBound(upIt.lat, n.lat)
 		}
-		ps := v.ix.providers[it.id]
-		heap.Push(h, distItem{id: it.id, dist: DistanceKM(v.clat, v.clon, ps.lat, ps.lon)})
+		if downOK {
+			bound = min(bound, latBound(downIt.lat, n.lat))
+		}
+		if n.h.Len() > 0 && n.h[0].less(bound) {
+			d := heap.Pop(&n.h).(distItem)
+			return n.ix.providers[d.id], d.dist, true
+		}
+		if !upOK && !downOK {
+			return nil, 0, false
+		}
+		var it latItem
+		if upOK && (!downOK || upIt.lat-n.lat <= n.lat-downIt.lat) {
+			it = n.up.next()
+		} else {
+			it = n.down.next()
+		}
+		ps := n.ix.providers[it.id]
+		heap.Push(&n.h, distItem{id: it.id, dist: DistanceKM(n.lat, n.lon, ps.lat, ps.lon)})
 	}
 }
 
@@ -463,44 +497,64 @@ func validCoord(lat, lon float64) bool {
 }
 
 // generation is a content hash of the view (FNV-1a 64 over every field
-// except servedAt), folded into a positive int64 that is never 0.
+// except servedAt and the chunk shapes, which are fixed for the Index's
+// life), folded into a positive int64 that is never 0.
 func generation(r *api.NodeGroupListResponse) int64 {
-	h := fnv.New64a()
-	var b [8]byte
-	str := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
-	num := func(n uint64) { binary.LittleEndian.PutUint64(b[:], n); h.Write(b[:]) }
-	str(string(r.AppliedPlacement))
+	h := fnvHash(14695981039346656037)
+	h.str(string(r.AppliedPlacement))
 	if r.LatencyShortlist {
-		num(1)
+		h.num(1)
 	} else {
-		num(0)
+		h.num(0)
 	}
 	for i := range r.NodeGroups {
 		g := &r.NodeGroups[i]
-		str(g.ID)
-		str(g.ProviderLiqoClusterID)
-		num(uint64(g.MaxSize))
-		num(uint64(g.CurrentReserved))
-		str(g.Cost)
-		str(g.ProbeEndpoint)
+		h.str(g.ID)
+		h.str(g.ProviderLiqoClusterID)
+		h.num(uint64(g.MaxSize))
+		h.num(uint64(g.CurrentReserved))
+		h.str(g.Cost)
+		h.str(g.ProbeEndpoint)
 		if g.HasMetric {
-			num(math.Float64bits(*g.PlacementMetric))
+			h.num(math.Float64bits(*g.PlacementMetric))
 		} else {
-			num(1<<64 - 1)
+			h.num(1<<64 - 1)
 		}
 		if t := g.Topology; t != nil {
-			str(t.Zone)
-			str(t.Region)
-			str(t.City)
-			num(math.Float64bits(t.Latitude))
-			num(math.Float64bits(t.Longitude))
+			h.str(t.Zone)
+			h.str(t.Region)
+			h.str(t.City)
+			h.num(math.Float64bits(t.Latitude))
+			h.num(math.Float64bits(t.Longitude))
 		} else {
-			str("-")
+			h.str("-")
 		}
 	}
-	g := int64(h.Sum64() &^ (1 << 63))
-	if g == 0 {
-		g = 1
+	gen := int64(uint64(h) &^ (1 << 63))
+	if gen == 0 {
+		gen = 1
 	}
-	return g
+	return gen
+}
+
+// fnvHash is an allocation-free FNV-1a 64 accumulator.
+type fnvHash uint64
+
+const fnvPrime = 1099511628211
+
+func (h *fnvHash) str(s string) {
+	x := uint64(*h)
+	for i := 0; i < len(s); i++ {
+		x = (x ^ uint64(s[i])) * fnvPrime
+	}
+	*h = fnvHash((x ^ 0xff) * fnvPrime) // terminator
+}
+
+func (h *fnvHash) num(n uint64) {
+	x := uint64(*h)
+	for range 8 {
+		x = (x ^ (n & 0xff)) * fnvPrime
+		n >>= 8
+	}
+	*h = fnvHash(x)
 }

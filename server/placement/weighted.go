@@ -2,6 +2,9 @@ package placement
 
 import (
 	"math"
+	"slices"
+
+	"github.com/google/btree"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -85,49 +88,275 @@ func (n *weightedNorm) score(_ *Index, v *viewCtx, ps *provState, ti int) float6
 	return s
 }
 
+// norm normalises one metric value of a group that has it.
+func (n *weightedNorm) norm(i int, val float64) float64 {
+	switch {
+	case !n.has[i] || n.hi[i] == n.lo[i]:
+		if !n.has[i] || val <= n.lo[i] {
+			return 0
+		}
+		return 1
+	default:
+		return min(max((val-n.lo[i])/(n.hi[i]-n.lo[i]), 0), 1)
+	}
+}
+
+// wList is one metric's sorted access for the threshold walk: open
+// providers of a chunk type, best value first; has is false once the
+// providers without the metric start (they all count as the worst).
+type wList interface {
+	next() (ps *provState, val float64, has bool, ok bool)
+}
+
+// treeList reads a ranking tree ascending in batches (O(log n) per batch).
+type treeList struct {
+	v     *viewCtx
+	cur   *rankCursor
+	value func(ps *provState) float64
+}
+
+func (l *treeList) next() (*provState, float64, bool, bool) {
+	it, ok := l.cur.next()
+	if !ok {
+		return nil, 0, false, false
+	}
+	ps := l.v.ix.providers[it.id]
+	if it.class != 0 {
+		return ps, 0, false, true
+	}
+	return ps, l.value(ps), true, true
+}
+
+// distList reads providers nearest first, then reports the end of the
+// valued part (providers without coordinates are not in it).
+type distList struct{ it *nearIter }
+
+func (l *distList) next() (*provState, float64, bool, bool) {
+	ps, d, ok := l.it.next()
+	if !ok {
+		return nil, 0, false, false
+	}
+	return ps, d, true, true
+}
+
+// rankCursor reads a rank tree ascending in batches.
+type rankCursor struct {
+	tree    *btree.BTreeG[rankItem]
+	from    rankItem
+	started bool
+	done    bool
+	buf     []rankItem
+}
+
+func (c *rankCursor) next() (rankItem, bool) {
+	if len(c.buf) == 0 && !c.done {
+		c.buf = c.buf[:0]
+		skip := c.started
+		collect := func(it rankItem) bool {
+			if skip {
+				skip = false
+				if it == c.from {
+					return true
+				}
+			}
+			c.buf = append(c.buf, it)
+			return len(c.buf) < latBatch
+		}
+		if c.started {
+			c.tree.AscendGreaterOrEqual(c.from, collect)
+		} else {
+			c.tree.Ascend(collect)
+		}
+		c.started = true
+		if len(c.buf) < latBatch {
+			c.done = true
+		}
+		if len(c.buf) > 0 {
+			c.from = c.buf[len(c.buf)-1]
+		}
+	}
+	if len(c.buf) == 0 {
+		return rankItem{}, false
+	}
+	it := c.buf[0]
+	c.buf = c.buf[1:]
+	return it, true
+}
+
 // weightedPick makes the best-scoring candidate of chunk type ti growable
 // (ties by provider id). The candidates are the open providers with
 // head-room for this consumer; each metric is min-max normalised over them.
-// It scans the type's open providers twice (bounds, then scores): O(open
-// providers of the type) per call, see docs/placement.md.
+//
+// It does not scan the federation: the bounds come from the ends of the
+// per-metric orders (price and carbon trees, the free-capacity tree, and
+// the nearest/farthest walks of the latitude tree), and the winner from a
+// threshold walk (Fagin's TA) over the same orders: read one provider from
+// each metric's order in turn, score it exactly, and stop as soon as the
+// best score is below Σ weight × (normalised value last read in each
+// order), which no unread provider can beat. See docs/placement.md.
 func (v *viewCtx) weightedPick(ti int) {
 	n := &weightedNorm{w: weightArray(v.weights)}
 	v.weighted[ti] = n
-	tree := v.ix.trees[ti].std
-	tree.Ascend(func(it rankItem) bool {
-		ps := v.ix.providers[it.id]
-		if usable, _ := v.candidate(ps, ti); !usable {
+	tr := &v.ix.trees[ti]
+	usable := func(ps *provState) bool { ok, _ := v.candidate(ps, ti); return ok }
+
+	// Bounds per metric: first and last candidate with a value.
+	firstLast := func(tree *btree.BTreeG[rankItem], i int, value func(*provState) float64) {
+		tree.Ascend(func(it rankItem) bool {
+			if it.class != 0 {
+				return false
+			}
+			if ps := v.ix.providers[it.id]; usable(ps) {
+				n.lo[i], n.has[i] = value(ps), true
+				return false
+			}
 			return true
+		})
+		if !n.has[i] {
+			return
 		}
-		vals, ok := v.weightedValues(ps, ti)
-		for i := range vals {
-			if !ok[i] {
-				continue
+		tree.DescendLessOrEqual(rankItem{class: 1}, func(it rankItem) bool {
+			if ps := v.ix.providers[it.id]; usable(ps) {
+				n.hi[i] = value(ps)
+				return false
 			}
-			if !n.has[i] {
-				n.lo[i], n.hi[i], n.has[i] = vals[i], vals[i], true
-				continue
+			return true
+		})
+	}
+	priceOf := func(ps *provState) float64 { return ps.costF[ti] }
+	carbonOf := func(ps *provState) float64 { return ps.carbon }
+	freeOf := func(ps *provState) float64 { return ps.freeKey[ti] }
+	firstLast(tr.price, wPrice, priceOf)
+	firstLast(tr.eco, wCarbon, carbonOf)
+	firstLast(tr.free, wFree, freeOf)
+	if v.located {
+		near := v.newNearIter(ti, v.clat, v.clon)
+		for {
+			ps, d, ok := near.next()
+			if !ok {
+				break
 			}
-			n.lo[i] = min(n.lo[i], vals[i])
-			n.hi[i] = max(n.hi[i], vals[i])
+			if usable(ps) {
+				n.lo[wDistance], n.has[wDistance] = d, true
+				break
+			}
 		}
-		return true
-	})
+		if n.has[wDistance] {
+			// The farthest provider is the nearest to the antipode; take
+			// every candidate within a metre of the first to absorb
+			// rounding, and keep the largest exact distance.
+			alat, alon := -v.clat, v.clon+180
+			if alon > 180 {
+				alon -= 360
+			}
+			far := v.newNearIter(ti, alat, alon)
+			first := math.Inf(1)
+			for {
+				ps, d, ok := far.next()
+				if !ok || d > first+0.001 {
+					break
+				}
+				if usable(ps) {
+					first = min(first, d)
+					n.hi[wDistance] = max(n.hi[wDistance], DistanceKM(v.clat, v.clon, ps.lat, ps.lon))
+				}
+			}
+		}
+	}
+
+	// Threshold walk. Metrics with no weight, or that no candidate has,
+	// add the same to every candidate and are not walked.
+	type walk struct {
+		i     int
+		l     wList
+		bound float64 // normalised value last read
+		done  bool    // valued part read
+		full  bool    // the order holds every open provider
+	}
+	var walks []*walk
+	for i, w := range n.w {
+		if w == 0 || !n.has[i] {
+			continue
+		}
+		switch i {
+		case wPrice:
+			walks = append(walks, &walk{i: i, l: &treeList{v, &rankCursor{tree: tr.price}, priceOf}, full: true})
+		case wCarbon:
+			walks = append(walks, &walk{i: i, l: &treeList{v, &rankCursor{tree: tr.eco}, carbonOf}, full: true})
+		case wFree:
+			walks = append(walks, &walk{i: i, l: &treeList{v, &rankCursor{tree: tr.free}, freeOf}, full: true})
+		case wDistance:
+			walks = append(walks, &walk{i: i, l: &distList{v.newNearIter(ti, v.clat, v.clon)}})
+		}
+	}
+	if len(walks) == 0 || !slices.ContainsFunc(walks, func(w *walk) bool { return w.full }) {
+		// Nothing, or only distance, is walked: add a full order so every
+		// candidate is eventually read (ties at the threshold).
+		walks = append(walks, &walk{i: -1, l: &treeList{v, &rankCursor{tree: tr.free}, freeOf}, full: true})
+	}
 	var (
 		winner *provState
 		best   float64
+		seen   = map[string]struct{}{}
 	)
-	tree.Ascend(func(it rankItem) bool {
-		ps := v.ix.providers[it.id]
-		if usable, _ := v.candidate(ps, ti); !usable {
-			return true
+	for {
+		allSeen := false
+		for _, w := range walks {
+			if w.done {
+				continue
+			}
+			ps, val, has, ok := w.l.next()
+			if !ok {
+				w.done, w.bound = true, 1
+				allSeen = allSeen || w.full
+				continue
+			}
+			if w.i >= 0 {
+				if has {
+					w.bound = n.norm(w.i, val)
+				} else {
+					w.bound = 1 // the rest lack the metric: worst
+				}
+			}
+			if !has && w.i >= 0 && !w.full {
+				w.done = true
+			}
+			if _, ok := seen[ps.p.ID]; ok {
+				continue
+			}
+			seen[ps.p.ID] = struct{}{}
+			if !usable(ps) {
+				continue
+			}
+			if s := n.score(v.ix, v, ps, ti); winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
+				winner, best = ps, s
+			}
 		}
-		s := n.score(v.ix, v, ps, ti)
-		if winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
-			winner, best = ps, s
+		if allSeen {
+			break
 		}
-		return true
-	})
+		threshold := 0.0
+		for i, w := range n.w {
+			if w == 0 {
+				continue
+			}
+			b := 1.0
+			if n.has[i] {
+				for _, wk := range walks {
+					if wk.i == i {
+						b = wk.bound
+					}
+				}
+			}
+			threshold += w * b
+		}
+		if winner != nil && best < threshold {
+			break
+		}
+		if !slices.ContainsFunc(walks, func(w *walk) bool { return !w.done }) {
+			break
+		}
+	}
 	for _, ps := range v.heldBlockers(ti) {
 		s := n.score(v.ix, v, ps, ti)
 		if winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
