@@ -64,13 +64,51 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 			continue
 		}
 		var b strings.Builder
-		// Values hold until the next sample: draw steps.
+		// Values hold until the next sample: draw steps, emitting a vertex
+		// only where the value changes, and at most one change per SVG unit
+		// (the last value in that unit wins). The fragment stays small with
+		// a full hour of history.
+		type vtx struct{ x, y float64 }
+		var vs []vtx
 		for j, p := range pts {
+			px, py := math.Round(x(p.t)), y(p.v)
+			switch {
+			case j == 0:
+				vs = append(vs, vtx{px, py})
+			case py == vs[len(vs)-1].y:
+				continue
+			case px == vs[len(vs)-1].x:
+				// Same column: replace the value reached in this column.
+				vs[len(vs)-1].y = py
+				if len(vs) >= 2 && vs[len(vs)-2].x == px && vs[len(vs)-2].y == py {
+					vs = vs[:len(vs)-1]
+				}
+			default:
+				vs = append(vs, vtx{px, vs[len(vs)-1].y}, vtx{px, py})
+			}
+		}
+		lastX := math.Round(x(now))
+		if end := vs[len(vs)-1]; end.x < lastX {
+			vs = append(vs, vtx{lastX, end.y})
+		}
+		// Drop vertices in the middle of a horizontal or vertical run.
+		kept := vs[:1]
+		for j := 1; j < len(vs)-1; j++ {
+			p, v, n := kept[len(kept)-1], vs[j], vs[j+1]
+			if (p.y == v.y && v.y == n.y) || (p.x == v.x && v.x == n.x) {
+				continue
+			}
+			kept = append(kept, v)
+		}
+		if len(vs) > 1 {
+			kept = append(kept, vs[len(vs)-1])
+		}
+		vs = kept
+		for j, v := range vs {
 			if j > 0 {
 				b.WriteByte(' ')
-				b.WriteString(f1(x(p.t)) + "," + f1(y(pts[j-1].v)) + " ")
 			}
-			b.WriteString(f1(x(p.t)) + "," + f1(y(p.v)))
+			b.WriteString(f1(v.x) + "," + f1(v.y))
 		}
 		last := pts[len(pts)-1]
 		c.Lines = append(c.Lines, views.Polyline{

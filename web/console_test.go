@@ -365,3 +365,26 @@ func TestDashboardOwnsItsRoutes(t *testing.T) {
 		}
 	}
 }
+
+func TestLoginAttemptsAreRateLimited(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
+	tok, _ := auth.NewStaticToken(testToken)
+	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{Token: tok, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &browserSim{t: t, app: cc.App()}
+	limited := 0
+	for range 30 {
+		if resp, _ := b.do(http.MethodPost, "/login", url.Values{"token": {"wrong-wrong-wrong"}}); resp.StatusCode == http.StatusTooManyRequests {
+			limited++
+		}
+	}
+	if limited == 0 {
+		t.Fatal("30 wrong logins in an instant were never limited")
+	}
+	clk.Step(10 * time.Second)
+	if resp, _ := b.do(http.MethodPost, "/login", url.Values{"token": {testToken}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("after a pause the right token must work: %d", resp.StatusCode)
+	}
+}

@@ -98,3 +98,25 @@ func TestNiceCeil(t *testing.T) {
 		}
 	}
 }
+
+func TestChartStepsAreCompact(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	at := func(sec int) time.Time { return now.Add(-5*time.Minute + time.Duration(sec)*time.Second) }
+	series := map[string][]sample{
+		// Constant: two vertices (start and now) whatever the sample count.
+		"flat": {{at: at(0), reserved: 2}, {at: at(60), reserved: 2}, {at: at(120), reserved: 2}},
+		// One change: start, step up (two vertices), hold to now.
+		"step": {{at: at(0), reserved: 0}, {at: at(150), reserved: 2}},
+		// Flapping within one SVG unit collapses.
+		"flap": {{at: at(0), reserved: 1}, {at: at(150), reserved: 3}, {at: at(150).Add(100 * time.Millisecond), reserved: 1}},
+	}
+	c := buildChart("r", "r", "chunks", now, 5*time.Minute, []string{"flap", "flat", "step"}, series,
+		func(s sample) (float64, bool) { return s.reserved, true })
+	got := map[string]int{}
+	for _, l := range c.Lines {
+		got[l.Name] = len(strings.Fields(l.Points))
+	}
+	if got["flat"] != 2 || got["step"] != 4 || got["flap"] != 2 {
+		t.Fatalf("vertices per line %v, want flat 2, step 4, flap 2", got)
+	}
+}

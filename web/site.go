@@ -14,6 +14,7 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 
 	"github.com/federation-autoscaler/federation-autoscaler/assets"
@@ -28,13 +29,15 @@ type site struct {
 	prefix string
 	// loginHint tells where the login token comes from.
 	loginHint string
-	title     string
-	authn     *auth.Authenticator // nil: no login
-	hub       *live.Hub
-	log       *slog.Logger
-	clock     clock.WithTicker
-	refresh   time.Duration
-	wsOpts    live.WSOptions
+	// logins bounds login attempts (all clients together).
+	logins  *rate.Limiter
+	title   string
+	authn   *auth.Authenticator // nil: no login
+	hub     *live.Hub
+	log     *slog.Logger
+	clock   clock.WithTicker
+	refresh time.Duration
+	wsOpts  live.WSOptions
 	// life bounds websocket connections; cancelled when Run returns.
 	life       context.Context
 	lifeCancel context.CancelFunc
@@ -65,6 +68,7 @@ func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, refre
 		hub:    live.NewHub(log, live.DefaultClientBuffer),
 		wsOpts: live.WSOptions{Log: log},
 		life:   life, lifeCancel: cancel,
+		logins: rate.NewLimiter(rate.Limit(loginRate), loginBurst),
 	}, nil
 }
 
@@ -136,8 +140,20 @@ func (s *site) loginForm(c *fiber.Ctx) error {
 	}))
 }
 
+// Login attempts: 2 per second with a burst of 10, for all clients. The
+// token has 256 bits, so this only keeps a flood from burning CPU and logs.
+const (
+	loginRate  = 2
+	loginBurst = 10
+)
+
 func (s *site) login(c *fiber.Ctx) error {
 	next := auth.SafeNext(formValue(c, "next"))
+	if !s.logins.AllowN(s.clock.Now(), 1) {
+		return s.renderPage(c, fiber.StatusTooManyRequests, views.LoginPage(s.page(c, "Log in", "", false), views.Login{
+			Next: next, Error: "Too many login attempts; wait a few seconds and try again.", Hint: s.loginHint,
+		}))
+	}
 	if _, err := s.authn.Login(c, formValue(c, "token")); err != nil {
 		s.log.Info("console login refused", "remote", c.IP())
 		msg := "Login refused: the access token is not correct."
