@@ -334,16 +334,18 @@ func (s *Service) notify() {
 	}
 }
 
+// minSweepInterval is the shortest pause between two sweeps.
+const minSweepInterval = time.Second
+
 // Run drives the time-based work: reservation leases, provider freshness
 // and garbage collection. It sleeps until the next deadline and returns
 // nil when ctx ends.
 func (s *Service) Run(ctx context.Context) error {
 	for {
 		next := s.sweep(ctx)
-		d := next.Sub(s.clock.Now())
-		if d < time.Millisecond {
-			d = time.Millisecond
-		}
+		// Deadlines may be served up to minSweepInterval late; that bounds
+		// the sweeps (each O(state)) when many deadlines fall close together.
+		d := max(next.Sub(s.clock.Now()), minSweepInterval)
 		t := s.clock.NewTimer(d)
 		select {
 		case <-ctx.Done():
