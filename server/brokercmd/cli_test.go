@@ -40,6 +40,7 @@ func TestBadFlags(t *testing.T) {
 		{"no data dir", nil, []string{"broker", "--pki-dir", pkiDir}, "--data-dir is required"},
 		{"bad listen", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--listen", "8443"}, `--listen "8443"`},
 		{"bad duration", nil, []string{"broker", "--reservation-lease", "soon"}, "--reservation-lease"},
+		{"short token", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--dashboard-token", "short"}, "--dashboard-token is 5 characters"},
 		{"zero rps", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--rate-limit-rps", "0"}, "--rate-limit-rps must be > 0"},
 		{"bad chunk config", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--chunk-config", filepath.Join(empty, "missing.yaml")}, "--chunk-config"},
 		{"env fallback", []string{"FA_PKI_DIR=" + empty}, []string{"broker", "--data-dir", empty}, "run `federation-autoscaler pki init --dir " + empty},
@@ -64,7 +65,7 @@ func TestBadFlags(t *testing.T) {
 func TestServeAndGracefulStop(t *testing.T) {
 	p := resttest.NewPKI(t)
 	data := t.TempDir()
-	t.Setenv("FA_DASHBOARD_TOKEN", "tok")
+	t.Setenv("FA_DASHBOARD_TOKEN", "0123456789abcdef-token")
 	proc := startBroker(t, "--pki-dir", p.Dir, "--data-dir", data)
 	c := p.NewClient(t, "https://"+proc.apiAddr, "prov-a", api.RoleProvider, 2)
 	if r := c.Must(t, "GET", "/healthz", nil); r.Status != 200 {
@@ -78,7 +79,7 @@ func TestServeAndGracefulStop(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("overview without the token from FA_DASHBOARD_TOKEN: %d", resp.StatusCode)
 	}
-	resp, err = http.Get("http://" + proc.dashAddr + "/api/v1/overview?token=tok")
+	resp, err = http.Get("http://" + proc.dashAddr + "/api/v1/overview?token=0123456789abcdef-token")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,6 +88,15 @@ func TestServeAndGracefulStop(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != 200 {
 		t.Errorf("overview: %d %v", resp.StatusCode, err)
+	}
+	// The web dashboard is mounted: without a session it offers its login.
+	resp, err = http.Get("http://" + proc.dashAddr + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("dashboard login page: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 	resp, err = http.Get("http://" + proc.dashAddr + "/metrics")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -26,6 +27,8 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
 	"github.com/federation-autoscaler/federation-autoscaler/server/rest"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store/bolt"
+	"github.com/federation-autoscaler/federation-autoscaler/web"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
 
 // shutdownTimeout bounds the graceful shutdown of each listener.
@@ -44,7 +47,8 @@ type Options struct {
 	RateLimitRPS       float64
 	ChunkConfig        string
 	DashboardToken     string
-	// Mounts add the web dashboard to the dashboard listener.
+	// Mounts add routes to the dashboard listener besides the web
+	// dashboard (which Run mounts itself).
 	Mounts []ops.Mount
 }
 
@@ -121,10 +125,41 @@ func (o *Options) Validate() error {
 	if o.RateLimitBurst < 1 {
 		errs = append(errs, fmt.Errorf("--rate-limit-burst must be >= 1, got %d", o.RateLimitBurst))
 	}
+	if t := strings.TrimSpace(o.DashboardToken); o.DashboardToken != "" && len(t) < auth.MinTokenLength {
+		errs = append(errs, fmt.Errorf("--dashboard-token is %d characters; use at least %d (e.g. openssl rand -hex 16)", len(t), auth.MinTokenLength))
+	}
 	if !(o.RateLimitRPS > 0) {
 		errs = append(errs, fmt.Errorf("--rate-limit-rps must be > 0, got %v", o.RateLimitRPS))
 	}
 	return errors.Join(errs...)
+}
+
+// webDashboard returns the mount of the live web dashboard: it renders the
+// domain's overview, pushes changes to browsers until ctx ends and, with a
+// dashboard token, has its own login page and session cookie, which the
+// listener's token guard honours.
+func webDashboard(ctx context.Context, svc *reservations.Service, o Options, log *slog.Logger) (ops.Mount, error) {
+	opts := web.DashboardOptions{StaleAfter: o.ProviderStaleAfter, Log: log}
+	if o.DashboardToken != "" {
+		tok, err := auth.NewStaticToken(o.DashboardToken)
+		if err != nil {
+			return nil, fmt.Errorf("--dashboard-token: %w", err)
+		}
+		opts.Token = tok
+	}
+	d, err := web.NewDashboard(svc, opts)
+	if err != nil {
+		return nil, fmt.Errorf("building the web dashboard: %w", err)
+	}
+	return func(app *fiber.App) ops.Access {
+		d.Mount(app)
+		go func() {
+			if err := d.Run(ctx); err != nil {
+				log.Error("Web dashboard stopped", "err", err)
+			}
+		}()
+		return ops.Access{Owns: d.Owns, Authenticated: d.Authenticated}
+	}, nil
 }
 
 // Run serves the broker until ctx ends (graceful shutdown) or a listener
@@ -218,13 +253,20 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	var dashApp *fiber.App
 	if dashLn != nil {
+		webDash, err := webDashboard(base, svc, o, log)
+		if err != nil {
+			cancel()
+			_ = apiApp.Shutdown()
+			<-runDone
+			return err
+		}
 		dashApp = ops.New(ops.Config{
 			Overview:  svc,
 			Gatherer:  reg,
 			Readiness: ready,
 			Token:     o.DashboardToken,
 			Logger:    log,
-			Mounts:    o.Mounts,
+			Mounts:    append([]ops.Mount{webDash}, o.Mounts...),
 		})
 		go serve("dashboard", dashApp, dashLn)
 		log.Info("Dashboard listening (HTTP)", "addr", dashLn.Addr().String(), "tokenRequired", o.DashboardToken != "")

@@ -31,9 +31,22 @@ type OverviewSource interface {
 }
 
 // Mount adds routes to the dashboard application (the web dashboard uses
-// it). Mounted routes are behind the token guard unless they are one of the
-// open probe paths.
-type Mount func(app *fiber.App)
+// it) and tells the token guard how those routes authenticate. Mounted
+// routes are behind the guard unless the returned Access owns them.
+type Mount func(app *fiber.App) Access
+
+// Access describes a mount's own authentication to the token guard. The
+// zero value means the mount relies on the guard entirely.
+type Access struct {
+	// Owns reports the paths the mount authenticates itself (a login page,
+	// a session cookie, static files, a websocket); the guard lets them
+	// through.
+	Owns func(path string) bool
+	// Authenticated reports whether a request carries the mount's own
+	// credential (a dashboard session); the guard accepts it in place of
+	// the token on the routes it guards (the overview).
+	Authenticated func(c *fiber.Ctx) bool
+}
 
 // Readiness tracks what /readyz reports. The zero value is not ready.
 type Readiness struct {
@@ -139,8 +152,12 @@ func New(cfg Config) *fiber.App {
 		return writeJSON(c, status, resp)
 	})
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}})))
+	// Mounts run after the guard is registered (Fiber runs middleware in
+	// registration order) but before serving, so accesses is complete and
+	// read-only by the time a request arrives.
+	var accesses []Access
 	if cfg.Token != "" {
-		app.Use(tokenGuard(cfg.Token))
+		app.Use(tokenGuard(cfg.Token, &accesses))
 	}
 	app.Get("/api/v1/overview", func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -153,7 +170,7 @@ func New(cfg Config) *fiber.App {
 		return writeJSON(c, http.StatusOK, ov)
 	})
 	for _, m := range cfg.Mounts {
-		m(app)
+		accesses = append(accesses, m(app))
 	}
 	if len(cfg.Mounts) == 0 {
 		app.Get("/", func(c *fiber.Ctx) error {
@@ -173,18 +190,31 @@ const placeholderPage = `<!doctype html>
 </body></html>
 `
 
-// tokenGuard requires the token on every path but the open probe paths.
-func tokenGuard(token string) fiber.Handler {
+// tokenGuard requires the token on every path but the open probe paths and
+// the paths a mount authenticates itself; a mount's own credential is
+// accepted in place of the token.
+func tokenGuard(token string, accesses *[]Access) fiber.Handler {
 	want := []byte(token)
 	return func(c *fiber.Ctx) error {
 		if openPaths[c.Path()] {
 			return c.Next()
 		}
+		for _, a := range *accesses {
+			if a.Owns != nil && a.Owns(c.Path()) {
+				return c.Next()
+			}
+		}
 		got := c.Query("token")
 		if h := c.Get(fiber.HeaderAuthorization); h != "" {
 			got, _ = strings.CutPrefix(h, "Bearer ")
 		}
-		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+		ok := subtle.ConstantTimeCompare([]byte(got), want) == 1
+		for _, a := range *accesses {
+			if !ok && a.Authenticated != nil && a.Authenticated(c) {
+				ok = true
+			}
+		}
+		if !ok {
 			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="federation-autoscaler"`)
 			return fiber.NewError(http.StatusUnauthorized, "a dashboard token is required: send Authorization: Bearer <token> or ?token=<token>")
 		}

@@ -86,8 +86,13 @@ func TestTokenGuardAndMounts(t *testing.T) {
 		Overview:  overviewFunc(func(context.Context) (api.Overview, error) { return api.Overview{}, nil }),
 		Readiness: &Readiness{},
 		Token:     "s3cret",
-		Mounts: []Mount{func(app *fiber.App) {
+		Mounts: []Mount{func(app *fiber.App) Access {
 			app.Get("/", func(c *fiber.Ctx) error { return c.SendString("dashboard") })
+			app.Get("/login", func(c *fiber.Ctx) error { return c.SendString("login") })
+			return Access{
+				Owns:          func(path string) bool { return path == "/login" },
+				Authenticated: func(c *fiber.Ctx) bool { return c.Cookies("session") == "good" },
+			}
 		}},
 	})
 	for _, tc := range []struct {
@@ -104,6 +109,10 @@ func TestTokenGuardAndMounts(t *testing.T) {
 		{"/api/v1/overview?token=s3cret", nil, 200},
 		{"/", nil, 401},
 		{"/?token=s3cret", nil, 200},
+		{"/login", nil, 200},
+		{"/api/v1/overview", []string{"Cookie", "session=good"}, 200},
+		{"/", []string{"Cookie", "session=good"}, 200},
+		{"/api/v1/overview", []string{"Cookie", "session=bad"}, 401},
 	} {
 		if s, _, body := get(t, app, tc.path, tc.header...); s != tc.want {
 			t.Errorf("GET %s %v: %d %s, want %d", tc.path, tc.header, s, body, tc.want)
