@@ -1,0 +1,148 @@
+// Package rbac_test checks the agents' RBAC manifests against a real
+// kube-apiserver: each agent, impersonated as its ServiceAccount, can do its
+// job (the consumer with the simulated Liqo) and nothing it should not.
+package rbac_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
+)
+
+const ns = "federation-autoscaler"
+
+func apply(t *testing.T, c client.Client, file string) {
+	t.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := c.Create(context.Background(), u); err != nil {
+			t.Fatalf("%s: creating %s %s: %v", file, u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+func as(t *testing.T, env *testcluster.Env, sa string) (*rest.Config, client.Client) {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{
+		UserName: "system:serviceaccount:" + ns + ":" + sa,
+		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}
+	c, err := client.New(cfg, client.Options{Scheme: testcluster.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, c
+}
+
+func must(t *testing.T, what string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func forbidden(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("%s: err = %v, want Forbidden", what, err)
+	}
+}
+
+func TestAgentRBAC(t *testing.T) {
+	env := testcluster.Start(t)
+	ctx := context.Background()
+	env.EnsureNamespace(t, ns)
+	env.EnsureNamespace(t, "other")
+	apply(t, env.Client, "provider-agent.yaml")
+	apply(t, env.Client, "consumer-agent.yaml")
+
+	t.Run("provider", func(t *testing.T) {
+		cfg, c := as(t, env, "provider-agent")
+		must(t, "list nodes", c.List(ctx, &corev1.NodeList{}))
+		must(t, "list pods", c.List(ctx, &corev1.PodList{}))
+		must(t, "create configmap", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sharing"}}))
+		must(t, "install CRDs", crds.Install(ctx, cfg))
+		forbidden(t, "list secrets", c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)))
+		forbidden(t, "configmap in another namespace", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "x"}}))
+		forbidden(t, "delete a node", c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}))
+	})
+
+	t.Run("consumer with the simulated Liqo", func(t *testing.T) {
+		cfg, c := as(t, env, "consumer-agent")
+		must(t, "install CRDs", crds.Install(ctx, cfg))
+		ctrl, err := liqosim.NewController(cfg, liqosim.ControllerOptions{})
+		must(t, "NewController", err)
+		runCtx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- ctrl.Run(runCtx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("sim Run: %v", err)
+			}
+		}()
+
+		d := liqosim.NewDriver(c, liqosim.DriverOptions{})
+		kc, err := liqosim.NewDriver(nil, liqosim.DriverOptions{LocalClusterID: "prov"}).GeneratePeeringUser(ctx, "cons")
+		must(t, "generate", err)
+		must(t, "secret", c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubeconfig-r1"}, StringData: map[string]string{"kubeconfig": kc}}))
+		must(t, "peer", d.Peer(ctx, "prov", kc))
+		res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+		must(t, "create slice", c.Create(ctx, liqo.NewResourceSlice("rs-r1", liqo.TenantNamespace("prov"), "cons", "prov", res)))
+		must(t, "create VirtualNodeState", c.Create(ctx, &fav1alpha1.VirtualNodeState{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vns-r1", Labels: map[string]string{fav1alpha1.ReservationLabel: "r1"}},
+			Spec:       fav1alpha1.VirtualNodeStateSpec{ProviderClusterID: "p", ProviderLiqoClusterID: "prov", NodeGroupID: "ng", ReservationID: "r1", Resources: res},
+		}))
+		var node corev1.Node
+		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+			return c.Get(ctx, client.ObjectKey{Name: "rs-r1"}, &node) == nil, nil
+		})
+		must(t, "virtual node rs-r1 created by the sim running as the consumer agent", err)
+		patch := client.MergeFrom(node.DeepCopy())
+		node.Spec.ProviderID = "liqo://p/r1"
+		must(t, "patch providerID", c.Patch(ctx, &node, patch))
+		var vns fav1alpha1.VirtualNodeState
+		must(t, "get vns", c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "vns-r1"}, &vns))
+		vns.Status.Phase = fav1alpha1.VirtualNodeRunning
+		must(t, "vns status", c.Status().Update(ctx, &vns))
+		must(t, "unpeer", d.Unpeer(ctx, "prov", kc))
+		must(t, "delete secret", c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubeconfig-r1"}}))
+		forbidden(t, "secrets in another namespace", c.List(ctx, &corev1.SecretList{}, client.InNamespace("other")))
+		forbidden(t, "create a ConsumerPolicy (read only)", c.Create(ctx, &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"}}))
+		forbidden(t, "list pods", c.List(ctx, &corev1.PodList{}))
+	})
+}
