@@ -400,3 +400,21 @@ func TestLastDeliveredInMemory(t *testing.T) {
 		t.Fatalf("lastDeliveredAt = %v", d)
 	}
 }
+
+// Bug #22: an instruction past its deadline is not delivered, even before
+// the sweep removes it.
+func TestExpiredInstructionNotDelivered(t *testing.T) {
+	e := newEnv(t)
+	e.advertise("p1", 1)
+	e.heartbeat("c1")
+	e.reserve("c1", "r1", "p1")
+	e.result("p1", "gk.c1.p1", kubeconfig("K"))
+	v := e.mustFind("c1", "peer-r1")
+	if !v.ExpiresAt.Time.Equal(t0.Add(DefaultReservationLease)) {
+		t.Fatalf("peer expiresAt = %v", v.ExpiresAt)
+	}
+	e.clk.Step(DefaultReservationLease)
+	if _, found := e.find("c1", "peer-r1"); found {
+		t.Fatal("expired Peer delivered")
+	}
+}

@@ -56,7 +56,7 @@ type Config struct {
 	// Store persists the state; Close closes it.
 	Store store.Store
 	// Clock drives every deadline (default: the real clock).
-	Clock clock.WithTicker
+	Clock clock.Clock
 	// Logger receives structured logs (default: slog.Default()).
 	Logger *slog.Logger
 	// ChunkConfig is the chunk shape per type (default:
@@ -121,7 +121,7 @@ func (c *Config) validate() error {
 // goroutine, stop it with Close.
 type Service struct {
 	cfg   Config
-	clock clock.WithTicker
+	clock clock.Clock
 	log   *slog.Logger
 	idx   Placer
 
