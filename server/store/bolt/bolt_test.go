@@ -5,56 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store/storetest"
 )
-
-func TestApplyLoadRoundTrip(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2026, 7, 22, 10, 0, 0, 0, time.UTC)
-	r := store.Reservation{ID: "r1", ConsumerID: "c1", ProviderID: "p1", ChunkType: api.ChunkStandard, ChunkCount: 1,
-		Phase: api.PhasePeered, CreatedAt: at, History: []store.Transition{{Phase: api.PhasePending, At: at}}}
-	in := store.Instruction{ID: "gk.c1.p1", Kind: api.KindGenerateKubeconfig, Flavour: store.FlavourProvider, TargetID: "p1", Seq: 7, IssuedAt: at, LastUpdate: at}
-	cred := store.Credential{ConsumerID: "c1", ProviderID: "p1", Kubeconfig: "K", CreatedAt: at}
-	ad := store.Advertisement{Request: api.AdvertisementRequest{ClusterID: "p1", LiqoClusterID: "l"}, LastSeen: at}
-	con := store.Consumer{Heartbeat: api.HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l"}, LastSeen: at}
-	batch := []store.Mutation{
-		store.PutReservation(r), store.PutInstruction(in), store.PutCredential(cred),
-		store.PutAdvertisement(ad), store.PutConsumer(con),
-		store.PutReservation(store.Reservation{ID: "gone", ConsumerID: "c1", ProviderID: "p1"}),
-		store.Delete(store.KindReservation, "gone"),
-	}
-	if err := s.Apply(context.Background(), batch); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	snap, err := s.Load(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := store.Snapshot{
-		Reservations: []store.Reservation{r}, Instructions: []store.Instruction{in}, Credentials: []store.Credential{cred},
-		Advertisements: []store.Advertisement{ad}, Consumers: []store.Consumer{con},
-	}
-	if !reflect.DeepEqual(snap, want) {
-		t.Fatalf("loaded %+v\nwant %+v", snap, want)
-	}
-}
 
 func TestApplyRejectsMalformedMutations(t *testing.T) {
 	s, err := Open(t.TempDir(), Options{})
@@ -143,6 +100,19 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if m2.Key != m.Key {
 			t.Fatalf("key changed: %q → %q", m.Key, m2.Key)
+		}
+	})
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Opener {
+		dir := t.TempDir()
+		return func(t *testing.T) store.Store {
+			s, err := Open(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
 		}
 	})
 }
