@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store/storetest"
 )
