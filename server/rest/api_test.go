@@ -319,6 +319,16 @@ func TestAPIOverMTLS(t *testing.T) {
 	t.Run("body limit", func(t *testing.T) {
 		big := `{"clusterId":"prov-a","liqoClusterId":"` + strings.Repeat("x", 2<<20) + `"}`
 		expect(t, prov.Must(t, "POST", "/api/v1/advertisements", big), 413, api.CodePayloadTooLarge)
+		// Over the transport cap fasthttp stops reading: the client gets the
+		// JSON 413 or, when the server closed before the client finished
+		// writing, a reset — never a 2xx.
+		huge := strings.Repeat("x", 5<<20)
+		r, err := prov.Do(context.Background(), "POST", "/api/v1/advertisements", huge)
+		if err == nil {
+			expect(t, r, 413, api.CodePayloadTooLarge)
+		} else if !strings.Contains(err.Error(), "reset") && !strings.Contains(err.Error(), "broken pipe") {
+			t.Errorf("5 MiB body: %v", err)
+		}
 	})
 }
 

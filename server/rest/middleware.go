@@ -184,12 +184,13 @@ func (s *server) recoverPanics(c *fiber.Ctx) (err error) {
 // bodies and sets the extension headers on every response.
 func (s *server) requestID(c *fiber.Ctx) error {
 	id := s.ensureRequestID(c)
-	c.Set(api.HeaderLongPoll, "1")
-	c.Set(api.HeaderBrokerAPI, BrokerAPI)
 	c.Locals(localLogger, s.log.With("requestId", id))
 	return c.Next()
 }
 
+// ensureRequestID returns the request's id, choosing it and setting the
+// headers every answer carries on first use. The error handler calls it too:
+// requests the transport rejects never reach the middleware.
 func (s *server) ensureRequestID(c *fiber.Ctx) string {
 	if v, ok := c.Locals(localRequestID).(string); ok {
 		return v
@@ -200,6 +201,8 @@ func (s *server) ensureRequestID(c *fiber.Ctx) string {
 	}
 	c.Locals(localRequestID, id)
 	c.Set(api.HeaderRequestID, id)
+	c.Set(api.HeaderLongPoll, "1")
+	c.Set(api.HeaderBrokerAPI, BrokerAPI)
 	return id
 }
 
