@@ -162,7 +162,8 @@ func NewIndex(cfg ChunkConfig, opts ...Option) *Index {
 	return ix
 }
 
-// ChunkConfig returns the shapes the Index cuts capacity with.
+// ChunkConfig returns the shapes the Index cuts capacity with; the caller
+// must not modify them.
 func (ix *Index) ChunkConfig() ChunkConfig { return ix.cfg }
 
 // UpsertProvider records a provider's latest advertisement and

@@ -182,7 +182,7 @@ func (v *viewCtx) metricOf(ps *provState, ti int) (float64, bool) {
 		}
 	case api.PlacementWeighted:
 		if n := v.weighted[ti]; n != nil {
-			return n.score(v.ix, v, ps, ti), true
+			return n.score(v, ps, ti), true
 		}
 	}
 	return 0, false

@@ -517,3 +517,54 @@ func TestViewStaysSmall(t *testing.T) {
 		t.Errorf("all=true lists %d groups, want 200", n)
 	}
 }
+
+// TestIndexMaintenance: usage survives a provider's removal and
+// re-advertisement, availability flips re-key the trees, and a zero Usage
+// forgets the group.
+func TestIndexMaintenance(t *testing.T) {
+	ix := NewIndex(DefaultChunkConfig())
+	ix.UpsertConsumer(consumer("c1", api.PlacementPrice))
+	ix.UpsertProvider(prov("cheap", 4, priced("0.02", "0.003")))
+	ix.UpsertProvider(prov("mid", 4, priced("0.03", "0.005")))
+	ix.SetUsage("cheap", api.ChunkStandard, "c1", Usage{Live: 1})
+	steps := []struct {
+		do   func()
+		want string
+	}{
+		{func() {}, "ng-cheap-standard 4/1 m=0.0520"},
+		{func() { ix.RemoveProvider("cheap") }, "ng-mid-standard 4/0 m=0.0800"},
+		{func() { ix.UpsertProvider(prov("cheap", 4, priced("0.02", "0.003"))) }, "ng-cheap-standard 4/1 m=0.0520"},
+		{func() { ix.UpsertProvider(prov("cheap", 4, priced("0.02", "0.003"), unavailable)) }, "ng-cheap-standard 1/1 m=0.0520; ng-mid-standard 4/0 m=0.0800"},
+		{func() { ix.UpsertProvider(prov("cheap", 4, priced("0.02", "0.003"))) }, "ng-cheap-standard 4/1 m=0.0520"},
+		{func() { ix.SetUsage("cheap", api.ChunkStandard, "c2", Usage{Live: 3}) }, "ng-cheap-standard 1/1 m=0.0520; ng-mid-standard 4/0 m=0.0800"},
+		{func() { ix.SetUsage("cheap", api.ChunkStandard, "c2", Usage{}) }, "ng-cheap-standard 4/1 m=0.0520"},
+		{func() { ix.SetUsage("cheap", api.ChunkStandard, "c1", Usage{}) }, "ng-cheap-standard 4/0 m=0.0520"},
+		// A price rise re-keys the price tree.
+		{func() { ix.UpsertProvider(prov("cheap", 4, priced("0.05", "0.003"))) }, "ng-mid-standard 4/0 m=0.0800"},
+	}
+	for i, s := range steps {
+		s.do()
+		if got := rows(ix.View("c1", false)); got != s.want {
+			t.Fatalf("step %d:\n got %s\nwant %s", i, got, s.want)
+		}
+	}
+}
+
+// TestWeightedInFlightBlocks: a full provider where the consumer's peering
+// is in flight and that would score better than the winner masks the type.
+func TestWeightedInFlightBlocks(t *testing.T) {
+	ix := NewIndex(DefaultChunkConfig())
+	ix.UpsertConsumer(consumer("c1", api.PlacementWeighted, weights(api.Weights{Price: 1})))
+	ix.UpsertProvider(prov("cheap", 2, priced("0.02", "0.003")))
+	ix.UpsertProvider(prov("mid", 4, priced("0.03", "0.005")))
+	ix.UpsertProvider(prov("dear", 4, priced("0.1", "0.005")))
+	ix.SetUsage("cheap", api.ChunkStandard, "c1", Usage{Live: 2, InFlight: 1})
+	// Candidates mid (0) and dear (1); cheap scores below the range: 0.
+	if got, want := rows(ix.View("c1", false)), "ng-cheap-standard 2/2 m=0.0000"; got != want {
+		t.Fatalf("in flight:\n got %s\nwant %s", got, want)
+	}
+	ix.SetUsage("cheap", api.ChunkStandard, "c1", Usage{Live: 2})
+	if got, want := rows(ix.View("c1", false)), "ng-cheap-standard 2/2 m=0.0000; ng-mid-standard 4/0 m=0.0000"; got != want {
+		t.Fatalf("settled:\n got %s\nwant %s", got, want)
+	}
+}

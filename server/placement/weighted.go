@@ -66,22 +66,16 @@ func (v *viewCtx) weightedValues(ps *provState, ti int) (vals [numWeighted]float
 // score is the weighted sum of the normalised metrics, in [0, Σweights],
 // lower is better. A missing value counts as the worst (1); a value outside
 // the candidates' range (a full provider) is clamped to [0, 1].
-func (n *weightedNorm) score(_ *Index, v *viewCtx, ps *provState, ti int) float64 {
+func (n *weightedNorm) score(v *viewCtx, ps *provState, ti int) float64 {
 	vals, ok := v.weightedValues(ps, ti)
 	s := 0.0
 	for i, w := range n.w {
 		if w == 0 {
 			continue
 		}
-		norm := 1.0
-		switch {
-		case !ok[i]:
-		case !n.has[i] || n.hi[i] == n.lo[i]:
-			if !n.has[i] || vals[i] <= n.lo[i] {
-				norm = 0
-			}
-		default:
-			norm = min(max((vals[i]-n.lo[i])/(n.hi[i]-n.lo[i]), 0), 1)
+		norm := 1.0 // missing: worst
+		if ok[i] {
+			norm = n.norm(i, vals[i])
 		}
 		s += w * norm
 	}
@@ -328,7 +322,7 @@ func (v *viewCtx) weightedPick(ti int) {
 			if !usable(ps) {
 				continue
 			}
-			if s := n.score(v.ix, v, ps, ti); winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
+			if s := n.score(v, ps, ti); winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
 				winner, best = ps, s
 			}
 		}
@@ -358,7 +352,7 @@ func (v *viewCtx) weightedPick(ti int) {
 		}
 	}
 	for _, ps := range v.heldBlockers(ti) {
-		s := n.score(v.ix, v, ps, ti)
+		s := n.score(v, ps, ti)
 		if winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
 			return
 		}
