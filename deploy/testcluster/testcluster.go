@@ -120,7 +120,6 @@ func Start(tb testing.TB) *Env {
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
 		CRDs:                     defs,
-		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: 60 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}

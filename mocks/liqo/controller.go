@@ -427,10 +427,8 @@ func (r *reconciler) ensureNode(ctx context.Context, rs *authv1beta1.ResourceSli
 			return fmt.Errorf("creating virtual node %s for slice %s: %w", rs.Name, key, err)
 		}
 		r.log.InfoContext(ctx, "Virtual node created", "node", rs.Name, "slice", key.String(), "provider", provider)
-		// Some API servers drop the status on create; fall through to check.
-		if err := r.c.Get(ctx, client.ObjectKey{Name: rs.Name}, node); err != nil {
-			return fmt.Errorf("reading back virtual node %s: %w", rs.Name, err)
-		}
+		// node now holds the server's answer; an API server that drops the
+		// status on create gets it below.
 	} else if err != nil {
 		return fmt.Errorf("getting virtual node %s: %w", rs.Name, err)
 	}
