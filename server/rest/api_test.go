@@ -283,6 +283,29 @@ func TestAPIOverMTLS(t *testing.T) {
 			t.Fatalf("after Unpeer: %s", got.Status)
 		}
 	})
+	t.Run("release before peering, failed result, sharing", func(t *testing.T) {
+		expect(t, cons.Must(t, "GET", "/api/v1/reservations/", nil), 400, api.CodeInvalidRequest)
+		expect(t, cons.Must(t, "POST", "/api/v1/reservations", reservation("prov-a"), api.HeaderReservationID, "res-early"), 201, "")
+		r := cons.Must(t, "DELETE", "/api/v1/reservations/res-early", nil)
+		expect(t, r, 202, "")
+		var rel api.ReleaseResponse
+		if err := r.Decode(&rel); err != nil || rel.Status != api.PhaseReleased {
+			t.Fatalf("release before peering: %s", r.Body)
+		}
+
+		expect(t, cons.Must(t, "POST", "/api/v1/reservations", reservation("prov-a"), api.HeaderReservationID, "res-fail"), 201, "")
+		gk := waitInstruction(t, prov, api.KindGenerateKubeconfig, "res-fail")
+		expect(t, prov.Must(t, "POST", "/api/v1/instructions/"+gk.ID+"/result",
+			map[string]any{"status": "Failed", "error": map[string]any{"code": "InternalError", "message": "liqoctl failed"}}), 200, "")
+		if got := getReservation(t, cons, "res-fail"); got.Status != api.PhaseFailed {
+			t.Fatalf("after a failed GenerateKubeconfig: %s", got.Status)
+		}
+
+		ad := advertisement("prov-a", 10)
+		ad["sharing"] = map[string]any{"deniedConsumers": []string{"cons-b"}}
+		expect(t, prov.Must(t, "POST", "/api/v1/advertisements", ad), 200, "")
+		expect(t, consB.Must(t, "POST", "/api/v1/reservations", reservation("prov-a")), 403, api.CodeForbidden)
+	})
 	t.Run("long-poll wait limits", func(t *testing.T) {
 		expect(t, cons.Must(t, "GET", "/api/v1/instructions?wait=61s", nil), 400, api.CodeInvalidRequest)
 		expect(t, cons.Must(t, "GET", "/api/v1/instructions?wait=-1s", nil), 400, api.CodeInvalidRequest)
