@@ -40,6 +40,8 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
+	simliqo "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
+	liqocrds "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
@@ -73,27 +75,22 @@ type Options struct {
 	// Ready, when set, is called with the bound addresses once every
 	// listener is up (tests).
 	Ready func(Addrs)
-	// NewSimDriver builds the simulated Liqo driver for --liqo-driver sim
-	// (set by main to mocks/liqo; tests may inject their own).
-	NewSimDriver SimDriverFactory
+	// TuneProvider and TuneConsumer, when set, may adjust the agent's
+	// configuration before it is built (tests and embedding programs).
+	TuneProvider func(*provider.Config)
+	TuneConsumer func(*consumer.Config)
+	// WrapDriver, when set, wraps the Liqo driver (tests count calls).
+	WrapDriver func(liqo.Driver) liqo.Driver
 }
-
-// SimDriverFactory builds a simulated Liqo driver that acts on cfg's
-// cluster; run, when not nil, runs its controller until ctx ends.
-type SimDriverFactory func(cfg *rest.Config, c client.Client, liqoClusterID string, delay time.Duration, log *slog.Logger) (d liqo.Driver, run func(ctx context.Context) error, err error)
 
 // Addrs are the bound listener addresses (empty when disabled).
 type Addrs struct {
 	Health, LocalAPI, Probe string
 }
 
-// NewCommand returns the `agent` subcommand. newSim builds the simulated
-// Liqo driver (nil: --liqo-driver sim is refused).
-func NewCommand(newSim ...SimDriverFactory) *cobra.Command {
+// NewCommand returns the `agent` subcommand.
+func NewCommand() *cobra.Command {
 	o := Options{}
-	if len(newSim) > 0 {
-		o.NewSimDriver = newSim[0]
-	}
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the provider or consumer agent of a member cluster",
@@ -209,6 +206,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		if err := crds.Install(ctx, cfg); err != nil {
 			return fmt.Errorf("installing the agent CRDs (--install-crds): %w", err)
 		}
+		if o.LiqoDriver == "sim" {
+			// A cluster without Liqo needs Liqo's CRDs for the simulation.
+			if err := liqocrds.Install(ctx, cfg); err != nil {
+				return fmt.Errorf("installing the Liqo CRDs for --liqo-driver sim: %w", err)
+			}
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -235,6 +238,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	driver, runDriver, err := buildDriver(cfg, cl, liqoID, o, log)
 	if err != nil {
 		return err
+	}
+	if o.WrapDriver != nil {
+		driver = o.WrapDriver(driver)
 	}
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -315,6 +321,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 				return &v, c.Forecast, nil
 			}
 		}
+		if o.TuneProvider != nil {
+			o.TuneProvider(&pc)
+		}
 		agent, err := provider.New(pc)
 		if err != nil {
 			return err
@@ -334,6 +343,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 				}
 				return &consumer.Location{Region: loc.Region, City: loc.City, Latitude: loc.Latitude, Longitude: loc.Longitude}, nil
 			}
+		}
+		if o.TuneConsumer != nil {
+			o.TuneConsumer(&cc)
 		}
 		agent, err := consumer.New(cc)
 		if err != nil {
@@ -367,10 +379,18 @@ func buildDriver(cfg *rest.Config, cl client.Client, liqoID string, o Options, l
 	case "liqoctl", "":
 		return liqo.NewLiqoctl(liqo.LiqoctlOptions{Path: o.LiqoctlPath, Kubeconfig: o.Kubeconfig, Client: cl, Logger: log}), nil, nil
 	case "sim":
-		if o.NewSimDriver == nil {
-			return nil, nil, errors.New("--liqo-driver sim: this build has no simulated Liqo")
+		// The simulated Liqo acts on this cluster's API: the driver records
+		// peerings, the controller turns accepted ResourceSlices into a
+		// VirtualNode and a Ready Node after the delay.
+		d := simliqo.NewDriver(cl, simliqo.DriverOptions{LocalClusterID: liqoID, Logger: log})
+		if o.Role != string(api.RoleConsumer) {
+			return d, nil, nil // only a consumer's cluster grows virtual nodes
 		}
-		return o.NewSimDriver(cfg, cl, liqoID, o.SimPeeringDelay, log)
+		ctrl, err := simliqo.NewController(cfg, simliqo.ControllerOptions{NodeDelay: o.SimPeeringDelay, Logger: log, Name: "liqo-sim-" + liqoID})
+		if err != nil {
+			return nil, nil, err
+		}
+		return d, ctrl.Run, nil
 	default:
 		return nil, nil, fmt.Errorf("--liqo-driver %q: use liqoctl or sim", o.LiqoDriver)
 	}

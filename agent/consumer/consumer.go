@@ -85,6 +85,9 @@ type Config struct {
 	Metrics                                *health.Metrics
 	// Registerer receives the consumer's own metrics (nil: none).
 	Registerer prometheus.Registerer
+	// ObserveReserveToPeer, when set, receives every reserve → Peer-handler
+	// start latency (benchmarks).
+	ObserveReserveToPeer func(reservationID string, d time.Duration)
 	// LoopConfig tunes the instruction loop.
 	LoopConfig brokerclient.LoopConfig
 }

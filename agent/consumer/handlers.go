@@ -61,7 +61,11 @@ func chunkTypeOf(in api.InstructionView) api.ChunkType {
 func (a *Agent) handlePeer(ctx context.Context, in api.InstructionView) (*api.InstructionPayload, error) {
 	res := in.ReservationID
 	if t, ok := a.reserved.LoadAndDelete(res); ok {
-		a.reserveToPeer.Observe(a.cfg.Clock.Since(t.(time.Time)).Seconds())
+		d := a.cfg.Clock.Since(t.(time.Time))
+		a.reserveToPeer.Observe(d.Seconds())
+		if a.cfg.ObserveReserveToPeer != nil {
+			a.cfg.ObserveReserveToPeer(res, d)
+		}
 	}
 	if err := checkReservationID(res); err != nil {
 		return nil, err
