@@ -96,6 +96,9 @@ func (s *site) mountCommon(app *fiber.App) (protect fiber.Handler) {
 	if s.authn != nil {
 		protect = s.authn.Require(func(c *fiber.Ctx) error {
 			next := string(c.Request().URI().RequestURI())
+			if c.Method() != fiber.MethodGet {
+				next = s.path("/") // a form cannot be replayed after the login
+			}
 			return c.Redirect(s.path("/login")+"?next="+url.QueryEscape(next), fiber.StatusSeeOther)
 		})
 		wsProtect = s.authn.Require(func(c *fiber.Ctx) error {
