@@ -9,9 +9,11 @@ package e2e_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -31,6 +33,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
 
@@ -62,10 +65,15 @@ type stack struct {
 	pki          *resttest.PKI
 	brokerURL    string
 	consumerKube kubernetes.Interface
-	providers    map[string]context.CancelFunc
-	ca           *catest.Autoscaler
-	logger       *slog.Logger
-	wg           sync.WaitGroup
+	// lost holds the Liqo ids of providers whose virtual nodes the Liqo
+	// stand-in reports NotReady.
+	lost      sync.Map
+	providers map[string]context.CancelFunc
+	ca        *catest.Autoscaler
+	logger    *slog.Logger
+	wg        sync.WaitGroup
+	// transports of the agents' broker clients, closed at the end
+	transports []*http.Transport
 }
 
 func logger(t *testing.T) *slog.Logger {
@@ -104,9 +112,15 @@ func startStack(t *testing.T) *stack {
 	t.Cleanup(func() { _ = svc.Close() })
 	app := rest.NewApp(rest.Config{Broker: svc, RateLimitBurst: 1_000_000, RateLimitRPS: 1_000_000, BaseContext: func() context.Context { return ctx }})
 	s.brokerURL = resttest.Serve(t, app, s.pki.ServerTLS(t))
-	// Cleanups run last-registered first: stop the agents' long polls
-	// before the broker's listener shuts down.
-	t.Cleanup(cancel)
+	// Cleanups run last-registered first: stop the agents and drop their
+	// idle keep-alive connections before the broker's listener shuts down.
+	t.Cleanup(func() {
+		cancel()
+		s.wg.Wait()
+		for _, tr := range s.transports {
+			tr.CloseIdleConnections()
+		}
+	})
 	return s
 }
 
@@ -122,7 +136,14 @@ func (s *stack) run(what string, f func(context.Context) error) {
 
 func (s *stack) brokerClient(clusterID string, role api.Role) *brokerclient.Client {
 	s.t.Helper()
-	c, err := brokerclient.New(brokerclient.Config{BaseURL: s.brokerURL, TLS: s.pki.ClientTLS(s.t, clusterID, role), MaxRetries: -1})
+	// The agents' own transport (HTTP/1.1 only), kept to close it at the end.
+	tr := &http.Transport{
+		TLSClientConfig:     s.pki.ClientTLS(s.t, clusterID, role),
+		MaxIdleConnsPerHost: 4,
+		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
+	}
+	s.transports = append(s.transports, tr)
+	c, err := brokerclient.New(brokerclient.Config{BaseURL: s.brokerURL, Transport: tr, MaxRetries: -1})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -185,7 +206,15 @@ func (s *stack) startConsumer() protos.CloudProviderClient {
 			s.t.Fatal(err)
 		}
 	}
-	cl := fake.NewClientBuilder().WithScheme(sch).WithStatusSubresource(&fav1alpha1.VirtualNodeState{}).Build()
+	// The fake client does not stamp creationTimestamp as an API server
+	// does; the consumer agent's projector measures NodeWait from it.
+	stamp := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if ts := obj.GetCreationTimestamp(); ts.IsZero() {
+			obj.SetCreationTimestamp(metav1.Now())
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	cl := fake.NewClientBuilder().WithScheme(sch).WithStatusSubresource(&fav1alpha1.VirtualNodeState{}).WithInterceptorFuncs(stamp).Build()
 	kube := kubefake.NewClientset()
 	s.consumerKube = kube
 	a, err := consumer.New(consumer.Config{
@@ -200,7 +229,7 @@ func (s *stack) startConsumer() protos.CloudProviderClient {
 		s.t.Fatal(err)
 	}
 	s.run("consumer agent", a.Run)
-	s.run("liqo stand-in", func(ctx context.Context) error { return liqoStandIn(ctx, cl, kube) })
+	s.run("liqo stand-in", func(ctx context.Context) error { return s.liqoStandIn(ctx, cl, kube) })
 	local := httptest.NewServer(a.LocalAPI())
 	s.t.Cleanup(local.Close)
 
@@ -233,8 +262,9 @@ func (s *stack) startConsumer() protos.CloudProviderClient {
 
 // liqoStandIn does what Liqo does on the consumer: every ResourceSlice
 // gets a Ready virtual Node of the slice's name, with Liqo's labels, taint
-// and the slice's resources; a Node whose slice is gone is deleted.
-func liqoStandIn(ctx context.Context, cl client.Client, kube kubernetes.Interface) error {
+// and the slice's resources; a Node whose slice is gone is deleted; the
+// nodes of a lost provider turn NotReady.
+func (s *stack) liqoStandIn(ctx context.Context, cl client.Client, kube kubernetes.Interface) error {
 	tick := time.NewTicker(50 * time.Millisecond) // Liqo's reaction time
 	defer tick.Stop()
 	for {
@@ -269,8 +299,18 @@ func liqoStandIn(ctx context.Context, cl client.Client, kube kubernetes.Interfac
 			return err
 		}
 		for _, n := range nodes.Items {
-			if n.Labels[liqo.TypeLabel] == liqo.VirtualNodeType && !want[n.Name] {
+			if n.Labels[liqo.TypeLabel] != liqo.VirtualNodeType {
+				continue
+			}
+			if !want[n.Name] {
 				if err := kube.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+					return err
+				}
+				continue
+			}
+			if _, lost := s.lost.Load(n.Labels[liqo.RemoteClusterIDLabel]); lost && ready(&n) {
+				n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, Reason: "NodeStatusUnknown"}}
+				if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, &n, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 					return err
 				}
 			}
@@ -286,9 +326,18 @@ func (s *stack) nodes(ctx context.Context) ([]catest.Node, error) {
 	}
 	out := []catest.Node{{Name: "control-plane", ProviderID: "kind://docker/consumer/control-plane"}}
 	for _, n := range list.Items {
-		out = append(out, catest.Node{Name: n.Name, ProviderID: n.Spec.ProviderID})
+		out = append(out, catest.Node{Name: n.Name, ProviderID: n.Spec.ProviderID, NotReady: !ready(&n)})
 	}
 	return out, nil
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // until runs CA loops every scan interval until cond holds or the
@@ -358,6 +407,7 @@ func TestConformanceRealAgentAndBroker(t *testing.T) {
 	s.ca = &catest.Autoscaler{
 		Client: cl, Now: time.Now, Generation: catest.CA135,
 		MaxNodeProvisionTime: time.Minute,
+		ScaleDownUnreadyTime: time.Second,
 		Cluster:              catest.ClusterFunc(s.nodes),
 	}
 
@@ -379,7 +429,7 @@ func TestConformanceRealAgentAndBroker(t *testing.T) {
 	l := s.until(5, "5 registered virtual nodes", 60*time.Second, steady(5))
 	t.Logf("scale 0→5: %s (%d CA loops so far)", time.Since(start).Round(time.Millisecond), s.ca.Calls["Refresh"])
 	per := registeredPer(l)
-	if per["ng-p1-standard"]+per["ng-p2-standard"] != 5 || per["ng-p1-standard"] < 2 || per["ng-p2-standard"] < 2 {
+	if per["ng-p1-standard"] != 3 || per["ng-p2-standard"] != 2 {
 		t.Fatalf("nodes per group = %v, want 3 + 2 across the two providers", per)
 	}
 	for _, g := range l.Groups {
@@ -390,7 +440,24 @@ func TestConformanceRealAgentAndBroker(t *testing.T) {
 		}
 	}
 
-	// 2. Scale down to zero.
+	// 2. A provider lost mid-way: p2's agent stops and its virtual nodes go
+	// NotReady. CA replaces their capacity on the next provider (p3 joins),
+	// deletes the unready nodes after --scale-down-unready-time, and the
+	// lost provider's group disappears once its nodes are gone.
+	s.startProvider("p3")
+	s.providers["p2"]()
+	s.lost.Store("liqo-p2", true)
+	start = time.Now()
+	l = s.until(5, "5 ready nodes on p1 and p3", 90*time.Second, func(l *catest.Loop) bool {
+		_, p2 := l.Groups["ng-p2-standard"]
+		return steady(5)(l) && !p2
+	})
+	t.Logf("provider lost → replaced: %s", time.Since(start).Round(time.Millisecond))
+	if per := registeredPer(l); per["ng-p1-standard"] != 3 || per["ng-p3-standard"] != 2 {
+		t.Fatalf("nodes per group after losing p2 = %v, want p1:3 p3:2", per)
+	}
+
+	// 3. Scale down to zero.
 	start = time.Now()
 	s.until(0, "zero borrowed nodes", 60*time.Second, steady(0))
 	t.Logf("scale 5→0: %s", time.Since(start).Round(time.Millisecond))

@@ -92,6 +92,9 @@ func (w *world) loop(want int) *catest.Loop {
 	if err != nil {
 		w.t.Fatalf("loop %d: %v", w.loops, err)
 	}
+	for id, err := range l.Rejected {
+		w.t.Fatalf("loop %d: IncreaseSize %s rejected although the view was steady: %v", w.loops, id, err)
+	}
 	mutations := len(l.Increased) + len(l.Deleted) + len(l.Decreased)
 	if got := w.fake.Calls(localapitest.RouteNodeGroups) - before; got > 1+mutations {
 		w.t.Fatalf("loop %d: %d agent round-trips for %d mutations; want at most one per loop plus one per mutation", w.loops, got, mutations)

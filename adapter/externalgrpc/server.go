@@ -105,6 +105,7 @@ type Server struct {
 	inflight *fetchCall
 	pending  map[string]*pendingReservation
 	released map[string]*releasedReservation
+	known    map[string]knownGroup
 }
 
 var _ protos.CloudProviderServer = (*Server)(nil)
@@ -125,6 +126,7 @@ func New(cfg Config) (*Server, error) {
 		fetchTimeout: cfg.CallTimeout,
 		pending:      map[string]*pendingReservation{},
 		released:     map[string]*releasedReservation{},
+		known:        map[string]knownGroup{},
 	}
 	if s.clock == nil {
 		s.clock = clock.RealClock{}
@@ -696,6 +698,9 @@ func pbGroup(g *group) *protos.NodeGroup {
 	debug := fmt.Sprintf("provider=%s type=%s target=%d", g.provider, g.typ, g.target)
 	if g.view == nil {
 		debug += " (not offered anymore)"
+	}
+	if g.gone {
+		debug += " (gone)"
 	}
 	return &protos.NodeGroup{Id: g.id, MinSize: 0, MaxSize: g.max, Debug: debug}
 }

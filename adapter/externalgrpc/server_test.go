@@ -752,3 +752,28 @@ func TestLatePeerOfReleasedReservationIsNotCapacity(t *testing.T) {
 		t.Fatalf("target = %d, want 0", got)
 	}
 }
+
+func TestVanishedGroupAnswersByIDForAWhile(t *testing.T) {
+	fake := localapitest.New(stdGroup("p1", 4, 0), stdGroup("p2", 4, 0))
+	h := newHarness(t, fake)
+	if _, ok := h.groups(t)["ng-p2-standard"]; !ok {
+		t.Fatal("p2 not listed")
+	}
+	// p2 leaves the view between CA's NodeGroups and its per-group calls.
+	fake.RemoveProvider("p2")
+	h.expire()
+	if _, ok := h.groups(t)["ng-p2-standard"]; ok {
+		t.Fatal("a vanished group is still listed")
+	}
+	if got := h.target(t, "ng-p2-standard"); got != 0 {
+		t.Fatalf("target of a vanished group = %d", got)
+	}
+	if n := len(h.instances(t, "ng-p2-standard")); n != 0 {
+		t.Fatalf("%d instances", n)
+	}
+	wantCode(t, h.increase(t, "ng-p2-standard", 1), codes.FailedPrecondition)
+	// Long after, it is unknown.
+	h.clk.Step(2 * time.Minute)
+	_, err := h.cl.NodeGroupTargetSize(ctx(t), &protos.NodeGroupTargetSizeRequest{Id: "ng-p2-standard"})
+	wantCode(t, err, codes.NotFound)
+}

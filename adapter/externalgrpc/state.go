@@ -69,7 +69,10 @@ type group struct {
 	// view is the agent's row for the group; nil when the group only exists
 	// because the consumer still holds reservations there (the provider left
 	// the view): such a group can shrink but never grow.
-	view      *api.NodeGroupView
+	view *api.NodeGroupView
+	// gone marks a group that was listed recently but no longer exists; it
+	// is not listed but still answers by id, as an empty group.
+	gone      bool
 	instances []*instance
 	target    int32
 	max       int32
@@ -88,6 +91,16 @@ type state struct {
 	byProviderID    map[string]*instance
 	byName          map[string]*instance
 	byReservationID map[string]*instance
+}
+
+// goneGroupTTL is how long a group that vanished keeps answering by id.
+const goneGroupTTL = 2 * time.Minute
+
+// knownGroup remembers a group that was listed.
+type knownGroup struct {
+	provider, liqoID string
+	typ              api.ChunkType
+	lastSeen         time.Time
 }
 
 // pendingReservation is a reservation the adapter created whose
@@ -335,6 +348,25 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		})
 	}
 
+	// Groups listed recently but gone now keep answering by id (empty, not
+	// growable) for a while: CA caches NodeGroups for its whole loop and
+	// a NotFound on a group it just listed would abort that loop.
+	now := s.clock.Now()
+	for id := range st.byID {
+		g := st.byID[id]
+		s.known[id] = knownGroup{provider: g.provider, liqoID: g.liqoID, typ: g.typ, lastSeen: now}
+	}
+	for id, k := range s.known {
+		if _, ok := st.byID[id]; ok {
+			continue
+		}
+		if now.Sub(k.lastSeen) >= goneGroupTTL {
+			delete(s.known, id)
+			continue
+		}
+		st.byID[id] = &group{id: id, provider: k.provider, liqoID: k.liqoID, typ: k.typ, gone: true}
+	}
+
 	for _, g := range st.byID {
 		sort.Slice(g.instances, func(i, j int) bool { return g.instances[i].providerID < g.instances[j].providerID })
 		for _, in := range g.instances {
@@ -350,7 +382,9 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 				g.max += h
 			}
 		}
-		st.groups = append(st.groups, g)
+		if !g.gone {
+			st.groups = append(st.groups, g)
+		}
 	}
 	sort.Slice(st.groups, func(i, j int) bool { return st.groups[i].id < st.groups[j].id })
 	return st

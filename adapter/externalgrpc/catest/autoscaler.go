@@ -28,6 +28,8 @@ import (
 type Node struct {
 	Name       string
 	ProviderID string
+	// NotReady marks a node whose Ready condition is not True.
+	NotReady bool
 }
 
 // Cluster lists the consumer cluster's nodes.
@@ -64,6 +66,9 @@ type Autoscaler struct {
 	MaxNodeProvisionTime time.Duration
 	// CallTimeout is CA's grpc_timeout (default 5 s).
 	CallTimeout time.Duration
+	// ScaleDownUnreadyTime: registered nodes NotReady for this long are
+	// deleted (CA's --scale-down-unready-time); 0 disables it.
+	ScaleDownUnreadyTime time.Duration
 	// SkipUnregisteredRemoval models a CA whose instance cache is stale:
 	// unregistered instances are not deleted, so the size fix
 	// (DecreaseTargetSize) is what corrects the target.
@@ -71,6 +76,7 @@ type Autoscaler struct {
 
 	unregisteredSince map[string]time.Time
 	sizeWrongSince    map[string]time.Time
+	unreadySince      map[string]time.Time
 	// Calls counts RPCs by name.
 	Calls map[string]int
 }
@@ -95,6 +101,8 @@ type Loop struct {
 	Increased map[string]int32
 	Deleted   map[string][]string // group → instance ids / node names deleted
 	Decreased map[string]int32
+	// Rejected holds IncreaseSize calls answered InvalidArgument.
+	Rejected map[string]error
 }
 
 // Registered counts registered nodes across groups.
@@ -134,9 +142,10 @@ func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
 	if a.unregisteredSince == nil {
 		a.unregisteredSince = map[string]time.Time{}
 		a.sizeWrongSince = map[string]time.Time{}
+		a.unreadySince = map[string]time.Time{}
 	}
 	now := a.Now()
-	loop := &Loop{Groups: map[string]*Group{}, Increased: map[string]int32{}, Deleted: map[string][]string{}, Decreased: map[string]int32{}}
+	loop := &Loop{Groups: map[string]*Group{}, Increased: map[string]int32{}, Deleted: map[string][]string{}, Decreased: map[string]int32{}, Rejected: map[string]error{}}
 
 	// 1. Refresh must succeed, or the whole loop aborts.
 	c, cancel := a.call(ctx, "Refresh")
@@ -288,10 +297,46 @@ func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
 		delete(a.sizeWrongSince, id)
 	}
 
-	// 7. Scale up or down towards want.
+	// 7. Unready nodes: deleted after the unready time; until then they do
+	// not count as capacity (the pods they held are pending elsewhere).
+	unready := map[string]int32{}
+	for _, id := range loop.Order {
+		g := loop.Groups[id]
+		var victims []*protos.ExternalGrpcNode
+		for _, n := range g.Registered {
+			if !n.NotReady {
+				delete(a.unreadySince, n.Name)
+				continue
+			}
+			unready[id]++
+			since, ok := a.unreadySince[n.Name]
+			if !ok {
+				a.unreadySince[n.Name] = now
+				continue
+			}
+			if a.ScaleDownUnreadyTime > 0 && now.Sub(since) >= a.ScaleDownUnreadyTime {
+				victims = append(victims, &protos.ExternalGrpcNode{Name: n.Name, ProviderID: n.ProviderID})
+			}
+		}
+		if len(victims) == 0 {
+			continue
+		}
+		c, cancel := a.call(ctx, "NodeGroupDeleteNodes")
+		_, err := a.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: id, Nodes: victims})
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("DeleteNodes (unready) %s: %w", id, err)
+		}
+		for _, v := range victims {
+			loop.Deleted[id] = append(loop.Deleted[id], v.GetName())
+			delete(a.unreadySince, v.GetName())
+		}
+	}
+
+	// 8. Scale up or down towards want.
 	have := int32(0)
-	for _, g := range loop.Groups {
-		have += g.Target - int32(len(g.Failed))
+	for id, g := range loop.Groups {
+		have += g.Target - int32(len(g.Failed)) - unready[id]
 	}
 	switch {
 	case int32(want) > have:
@@ -313,9 +358,10 @@ func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
 			cancel()
 			if err != nil {
 				// CA records a failed scale-up, backs the group off and
-				// tries the next option.
+				// tries the next option. InvalidArgument means CA's view of
+				// the group (from this loop's NodeGroups) was out of date.
 				if status.Code(err) == codes.InvalidArgument {
-					return nil, fmt.Errorf("IncreaseSize %s by %d rejected: %w", id, d, err)
+					loop.Rejected[id] = err
 				}
 				continue
 			}
@@ -327,7 +373,16 @@ func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
 		for i := len(loop.Order) - 1; i >= 0 && excess > 0; i-- {
 			id := loop.Order[i]
 			g := loop.Groups[id]
-			regs := append([]Node(nil), g.Registered...)
+			deleting := map[string]bool{}
+			for _, d := range g.Deleting {
+				deleting[d] = true
+			}
+			var regs []Node
+			for _, n := range g.Registered {
+				if !deleting[n.ProviderID] {
+					regs = append(regs, n)
+				}
+			}
 			sort.Slice(regs, func(i, j int) bool { return regs[i].Name < regs[j].Name })
 			var del []*protos.ExternalGrpcNode
 			for _, n := range regs {
