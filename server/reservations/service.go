@@ -177,8 +177,9 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Close stops the committer (after flushing queued commits) and closes the
-// store. Run must have returned or its context be cancelled.
+// Close ends Run and every waiting long-poll, stops the committer after it
+// has flushed the queued commits, and closes Config.Store. Operations after
+// Close fail with an internal error.
 func (s *Service) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
