@@ -64,7 +64,6 @@ type typeTrees struct {
 	std   *btree.BTreeG[rankItem] // Standard key ascending, then id
 	price *btree.BTreeG[rankItem] // priced by cost, then unpriced; then id
 	eco   *btree.BTreeG[rankItem] // with carbon by weighted carbon, then carbon-less; then id
-	lat   *btree.BTreeG[latItem]  // providers with coordinates by latitude, then id
 	free  *btree.BTreeG[rankItem] // 1 − free fraction ascending, then id (Weighted)
 }
 
@@ -99,19 +98,6 @@ func lessDec(a, b rankItem) bool {
 	return a.id < b.id
 }
 
-// latItem is a key of the latitude tree.
-type latItem struct {
-	lat float64
-	id  string
-}
-
-func lessLat(a, b latItem) bool {
-	if a.lat != b.lat {
-		return a.lat < b.lat
-	}
-	return a.id < b.id
-}
-
 // Option configures an Index.
 type Option func(*Index)
 
@@ -134,6 +120,14 @@ type Index struct {
 	// held maps a consumer to the groups it has usage in, and that usage.
 	held  map[string]map[groupKey]Usage
 	trees [numTypes]typeTrees
+	// coordEpoch changes whenever a provider with coordinates joins,
+	// leaves or moves; located counts the providers with coordinates.
+	coordEpoch uint64
+	located    int
+	// distCache holds each consumer's distance order (guarded by cacheMu,
+	// because View fills it under the read lock).
+	cacheMu   sync.Mutex
+	distCache map[string]*distCache
 }
 
 // NewIndex returns an empty Index cutting capacity with cfg, which must be
@@ -146,13 +140,13 @@ func NewIndex(cfg ChunkConfig, opts ...Option) *Index {
 		consumers: map[string]Consumer{},
 		usage:     map[groupKey]*groupUsage{},
 		held:      map[string]map[groupKey]Usage{},
+		distCache: map[string]*distCache{},
 	}
 	for i := range ix.trees {
 		ix.trees[i] = typeTrees{
 			std:   btree.NewG(16, lessFloat),
 			price: btree.NewG(16, lessDec),
 			eco:   btree.NewG(16, lessFloat),
-			lat:   btree.NewG(16, lessLat),
 			free:  btree.NewG(16, lessFloat),
 		}
 	}
@@ -187,11 +181,13 @@ func (ix *Index) UpsertProvider(p Provider) {
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	if old, ok := ix.providers[p.ID]; ok {
+	old, had := ix.providers[p.ID]
+	if had {
 		for i := range chunkTypes {
 			ix.unindex(old, i)
 		}
 	}
+	ix.coordsChanged(old, ps)
 	ix.providers[p.ID] = ps
 	for i := range chunkTypes {
 		ix.index(ps, i)
@@ -207,7 +203,24 @@ func (ix *Index) RemoveProvider(id string) {
 		for i := range chunkTypes {
 			ix.unindex(old, i)
 		}
+		ix.coordsChanged(old, nil)
 		delete(ix.providers, id)
+	}
+}
+
+// coordsChanged keeps coordEpoch and located in step when a provider's
+// state goes from old to new (either may be nil).
+func (ix *Index) coordsChanged(old, new *provState) {
+	oldC := old != nil && old.hasCoords
+	newC := new != nil && new.hasCoords
+	if oldC {
+		ix.located--
+	}
+	if newC {
+		ix.located++
+	}
+	if oldC != newC || (oldC && (old.lat != new.lat || old.lon != new.lon)) {
+		ix.coordEpoch++
 	}
 }
 
@@ -224,6 +237,9 @@ func (ix *Index) RemoveConsumer(id string) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	delete(ix.consumers, id)
+	ix.cacheMu.Lock()
+	delete(ix.distCache, id)
+	ix.cacheMu.Unlock()
 }
 
 // SetUsage sets consumer consumerID's usage of provider × chunk type t to
@@ -347,9 +363,6 @@ func (ix *Index) index(ps *provState, ti int) {
 	tr.free.ReplaceOrInsert(rankItem{f: ps.freeKey[ti], id: ps.p.ID})
 	tr.price.ReplaceOrInsert(ix.priceItem(ps, ti))
 	tr.eco.ReplaceOrInsert(ecoItem(ps))
-	if ps.hasCoords {
-		tr.lat.ReplaceOrInsert(latItem{lat: ps.lat, id: ps.p.ID})
-	}
 }
 
 // unindex removes a group from its type's trees, using the keys it was
@@ -363,9 +376,6 @@ func (ix *Index) unindex(ps *provState, ti int) {
 	tr.free.Delete(rankItem{f: ps.freeKey[ti], id: ps.p.ID})
 	tr.price.Delete(ix.priceItem(ps, ti))
 	tr.eco.Delete(ecoItem(ps))
-	if ps.hasCoords {
-		tr.lat.Delete(latItem{lat: ps.lat, id: ps.p.ID})
-	}
 	ps.indexed[ti] = false
 }
 

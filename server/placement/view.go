@@ -1,12 +1,10 @@
 package placement
 
 import (
-	"container/heap"
+	"cmp"
 	"math"
 	"slices"
 	"strings"
-
-	"github.com/google/btree"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,6 +30,8 @@ type viewCtx struct {
 	// blockers caches heldBlockers per chunk type.
 	blockers     [numTypes][]*provState
 	blockersDone [numTypes]bool
+	// dist is the consumer's distance order (Latency, Weighted).
+	dist []distItem
 	// shapes caches one copy of each chunk shape per response.
 	shapes [numTypes]corev1.ResourceList
 	// metric holds the placement metric per listed group, when it has one.
@@ -342,7 +342,7 @@ func (v *viewCtx) latency(ti int) {
 // coordinates, nearest to the consumer first (ties by id), until fn
 // returns false.
 func (v *viewCtx) nearest(ti int, fn func(ps *provState, dist float64) bool) {
-	it := v.newNearIter(ti, v.clat, v.clon)
+	it := v.newNearIter(ti, false)
 	for {
 		ps, d, ok := it.next()
 		if !ok || !fn(ps, d) {
@@ -352,143 +352,82 @@ func (v *viewCtx) nearest(ti int, fn func(ps *provState, dist float64) bool) {
 }
 
 // nearIter yields the open providers of a chunk type that have
-// coordinates, nearest to an origin first (ties by id). It walks the
-// latitude tree outwards from the origin's latitude in both directions:
-// R·|Δlatitude| is a lower bound of the great-circle distance to every
-// provider not yet read, so a provider read so far is yielded once its
-// distance is below that bound. The work is proportional to the providers
-// in the latitude band the walk has to cover, O(log n) per batch read.
+// coordinates by distance from the consumer, nearest (or farthest) first,
+// ties by id. It walks the consumer's distance order (see distances),
+// skipping providers that are not open for the type.
 type nearIter struct {
-	ix       *Index
-	lat, lon float64
-	up, down *latCursor
-	h        distHeap
+	ix    *Index
+	ti    int
+	items []distItem
+	pos   int
+	rev   bool
 }
 
-func (v *viewCtx) newNearIter(ti int, lat, lon float64) *nearIter {
-	tree := v.ix.trees[ti].lat
-	pivot := latItem{lat: lat}
-	return &nearIter{
-		ix: v.ix, lat: lat, lon: lon,
-		up:   &latCursor{tree: tree, asc: true, from: pivot},
-		down: &latCursor{tree: tree, from: pivot},
-	}
+func (v *viewCtx) newNearIter(ti int, farthestFirst bool) *nearIter {
+	return &nearIter{ix: v.ix, ti: ti, items: v.distances(), rev: farthestFirst}
 }
 
 func (n *nearIter) next() (*provState, float64, bool) {
-	for {
-		upIt, upOK := n.up.peek()
-		downIt, downOK := n.down.peek()
-		bound := math.Inf(1)
-		if upOK {
-			bound = latBound(upIt.lat, n.lat)
+	for n.pos < len(n.items) {
+		d := n.items[n.pos]
+		if n.rev {
+			d = n.items[len(n.items)-1-n.pos]
 		}
-		if downOK {
-			bound = min(bound, latBound(downIt.lat, n.lat))
+		n.pos++
+		if ps := n.ix.providers[d.id]; ps != nil && ps.indexed[n.ti] {
+			return ps, d.dist, true
 		}
-		if n.h.Len() > 0 && n.h[0].less(bound) {
-			d := heap.Pop(&n.h).(distItem)
-			return n.ix.providers[d.id], d.dist, true
-		}
-		if !upOK && !downOK {
-			return nil, 0, false
-		}
-		var it latItem
-		if upOK && (!downOK || upIt.lat-n.lat <= n.lat-downIt.lat) {
-			it = n.up.next()
-		} else {
-			it = n.down.next()
-		}
-		ps := n.ix.providers[it.id]
-		heap.Push(&n.h, distItem{id: it.id, dist: DistanceKM(n.lat, n.lon, ps.lat, ps.lon)})
 	}
+	return nil, 0, false
 }
 
-// latBound is the least great-circle distance between two latitudes.
-func latBound(a, b float64) float64 {
-	return earthRadiusKM * math.Abs(a-b) * math.Pi / 180
+// distCache is one consumer's distance order: every provider with
+// coordinates, nearest first (ties by id), valid while no provider with
+// coordinates joined, left or moved (coordEpoch) and the consumer did not
+// move.
+type distCache struct {
+	epoch    uint64
+	lat, lon float64
+	items    []distItem
 }
 
-// latCursor reads a latitude tree in batches from a pivot, ascending
-// (inclusive) or descending (exclusive of the pivot, which has an empty id).
-type latCursor struct {
-	tree    *btree.BTreeG[latItem]
-	asc     bool
-	from    latItem
-	started bool
-	done    bool
-	buf     []latItem
-}
-
-const latBatch = 16
-
-func (c *latCursor) peek() (latItem, bool) {
-	if len(c.buf) == 0 && !c.done {
-		c.fill()
+// distances returns the consumer's distance order, rebuilding it (O(n log
+// n), every provider with coordinates) when it is stale. Capacity and
+// availability changes do not make it stale: walks skip providers that are
+// not open.
+func (v *viewCtx) distances() []distItem {
+	if v.dist != nil {
+		return v.dist
 	}
-	if len(c.buf) == 0 {
-		return latItem{}, false
-	}
-	return c.buf[0], true
-}
-
-func (c *latCursor) next() latItem {
-	it := c.buf[0]
-	c.buf = c.buf[1:]
-	return it
-}
-
-func (c *latCursor) fill() {
-	c.buf = c.buf[:0]
-	skip := c.started
-	collect := func(it latItem) bool {
-		if skip && it == c.from {
-			skip = false
-			return true
+	ix := v.ix
+	ix.cacheMu.Lock()
+	c := ix.distCache[v.c.ID]
+	ix.cacheMu.Unlock()
+	if c == nil || c.epoch != ix.coordEpoch || c.lat != v.clat || c.lon != v.clon {
+		c = &distCache{epoch: ix.coordEpoch, lat: v.clat, lon: v.clon, items: make([]distItem, 0, ix.located)}
+		for id, ps := range ix.providers {
+			if ps.hasCoords {
+				c.items = append(c.items, distItem{id: id, dist: DistanceKM(v.clat, v.clon, ps.lat, ps.lon)})
+			}
 		}
-		skip = false
-		c.buf = append(c.buf, it)
-		return len(c.buf) < latBatch
+		slices.SortFunc(c.items, func(a, b distItem) int {
+			if a.dist != b.dist {
+				return cmp.Compare(a.dist, b.dist)
+			}
+			return strings.Compare(a.id, b.id)
+		})
+		ix.cacheMu.Lock()
+		ix.distCache[v.c.ID] = c
+		ix.cacheMu.Unlock()
 	}
-	if c.asc {
-		c.tree.AscendGreaterOrEqual(c.from, collect)
-	} else {
-		c.tree.DescendLessOrEqual(c.from, collect)
-	}
-	c.started = true
-	if len(c.buf) < latBatch {
-		c.done = true
-	}
-	if len(c.buf) > 0 {
-		c.from = c.buf[len(c.buf)-1]
-	}
+	v.dist = c.items
+	return v.dist
 }
 
 // distItem is a provider and its distance from the consumer.
 type distItem struct {
 	id   string
 	dist float64
-}
-
-// less orders by distance; below a bound means strictly below it.
-func (d distItem) less(bound float64) bool { return d.dist < bound || math.IsInf(bound, 1) }
-
-type distHeap []distItem
-
-func (h distHeap) Len() int { return len(h) }
-func (h distHeap) Less(i, j int) bool {
-	if h[i].dist != h[j].dist {
-		return h[i].dist < h[j].dist
-	}
-	return h[i].id < h[j].id
-}
-func (h distHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *distHeap) Push(x any)   { *h = append(*h, x.(distItem)) }
-func (h *distHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return it
 }
 
 // validCoord reports whether a consumer location is usable.

@@ -133,6 +133,9 @@ func (l *distList) next() (*provState, float64, bool, bool) {
 	return ps, d, true, true
 }
 
+// rankBatch is how many items a cursor reads per tree descent.
+const rankBatch = 16
+
 // rankCursor reads a rank tree ascending in batches.
 type rankCursor struct {
 	tree    *btree.BTreeG[rankItem]
@@ -154,7 +157,7 @@ func (c *rankCursor) next() (rankItem, bool) {
 				}
 			}
 			c.buf = append(c.buf, it)
-			return len(c.buf) < latBatch
+			return len(c.buf) < rankBatch
 		}
 		if c.started {
 			c.tree.AscendGreaterOrEqual(c.from, collect)
@@ -162,7 +165,7 @@ func (c *rankCursor) next() (rankItem, bool) {
 			c.tree.Ascend(collect)
 		}
 		c.started = true
-		if len(c.buf) < latBatch {
+		if len(c.buf) < rankBatch {
 			c.done = true
 		}
 		if len(c.buf) > 0 {
@@ -224,9 +227,8 @@ func (v *viewCtx) weightedPick(ti int) {
 	firstLast(tr.eco, wCarbon, carbonOf)
 	firstLast(tr.free, wFree, freeOf)
 	if v.located {
-		near := v.newNearIter(ti, v.clat, v.clon)
-		for {
-			ps, d, ok := near.next()
+		for it := v.newNearIter(ti, false); ; {
+			ps, d, ok := it.next()
 			if !ok {
 				break
 			}
@@ -236,23 +238,14 @@ func (v *viewCtx) weightedPick(ti int) {
 			}
 		}
 		if n.has[wDistance] {
-			// The farthest provider is the nearest to the antipode; take
-			// every candidate within a metre of the first to absorb
-			// rounding, and keep the largest exact distance.
-			alat, alon := -v.clat, v.clon+180
-			if alon > 180 {
-				alon -= 360
-			}
-			far := v.newNearIter(ti, alat, alon)
-			first := math.Inf(1)
-			for {
-				ps, d, ok := far.next()
-				if !ok || d > first+0.001 {
+			for it := v.newNearIter(ti, true); ; {
+				ps, d, ok := it.next()
+				if !ok {
 					break
 				}
 				if usable(ps) {
-					first = min(first, d)
-					n.hi[wDistance] = max(n.hi[wDistance], DistanceKM(v.clat, v.clon, ps.lat, ps.lon))
+					n.hi[wDistance] = d
+					break
 				}
 			}
 		}
@@ -280,7 +273,7 @@ func (v *viewCtx) weightedPick(ti int) {
 		case wFree:
 			walks = append(walks, &walk{i: i, l: &treeList{v, &rankCursor{tree: tr.free}, freeOf}, full: true})
 		case wDistance:
-			walks = append(walks, &walk{i: i, l: &distList{v.newNearIter(ti, v.clat, v.clon)}})
+			walks = append(walks, &walk{i: i, l: &distList{v.newNearIter(ti, false)}})
 		}
 	}
 	if len(walks) == 0 || !slices.ContainsFunc(walks, func(w *walk) bool { return w.full }) {
