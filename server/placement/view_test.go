@@ -568,3 +568,38 @@ func TestWeightedInFlightBlocks(t *testing.T) {
 		t.Fatalf("settled:\n got %s\nwant %s", got, want)
 	}
 }
+
+// TestConcurrentUse runs views (which fill the per-consumer distance
+// cache under the read lock) against mutations; run with -race.
+func TestConcurrentUse(t *testing.T) {
+	ix := NewIndex(DefaultChunkConfig())
+	for i := range 50 {
+		ix.UpsertProvider(prov(fmt.Sprintf("p%02d", i), 4, at(float64(i-25), float64(2*i)), priced("0.02", "0.003")))
+	}
+	for i := range 4 {
+		ix.UpsertConsumer(consumer(fmt.Sprintf("c%d", i), []api.PlacementType{api.PlacementLatency, api.PlacementWeighted}[i%2], located(10, float64(i))))
+	}
+	done := make(chan struct{})
+	for w := range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 200 {
+				v := ix.View(fmt.Sprintf("c%d", (w+i)%4), i%7 == 0)
+				if v.AppliedPlacement == "" {
+					t.Error("empty applied placement")
+					return
+				}
+			}
+		}()
+	}
+	for i := range 200 {
+		p := fmt.Sprintf("p%02d", i%50)
+		ix.SetUsage(p, api.ChunkStandard, fmt.Sprintf("c%d", i%4), Usage{Live: int32(i % 3)})
+		if i%10 == 0 {
+			ix.UpsertProvider(prov(p, 4, at(float64(i%50-25), float64(i%90))))
+		}
+	}
+	for range 4 {
+		<-done
+	}
+}
