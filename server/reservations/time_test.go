@@ -456,3 +456,26 @@ func TestRunSweepsOnDeadline(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 }
+
+func TestCloseEndsWaitersAndRefusesWrites(t *testing.T) {
+	e := newEnv(t)
+	e.advertise("p1", 1)
+	e.heartbeat("c1")
+	got := make(chan struct{})
+	go func() {
+		_, _ = e.s.Instructions(e.ctx, "c1", time.Minute)
+		close(got)
+	}()
+	eventually(t, "the waiter", func() bool { return e.s.Waiters() == 1 })
+	if err := e.s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close left a long-poll waiting")
+	}
+	if _, _, err := e.s.Reserve(e.ctx, "c1", "r1", stdReq("p1")); api.CodeOf(err) != api.CodeInternalError {
+		t.Fatalf("reserve after Close: %v", err)
+	}
+}
