@@ -183,8 +183,7 @@ func (s *server) recoverPanics(c *fiber.Ctx) (err error) {
 // requestID echoes X-Request-Id (or a fresh UUID v4), stores it for error
 // bodies and sets the extension headers on every response.
 func (s *server) requestID(c *fiber.Ctx) error {
-	id := s.ensureRequestID(c)
-	c.Locals(localLogger, s.log.With("requestId", id))
+	s.ensureRequestID(c)
 	return c.Next()
 }
 
@@ -219,11 +218,15 @@ func validRequestID(id string) bool {
 	return true
 }
 
+// logger returns the request's logger (carrying its request id), built on
+// first use.
 func (s *server) logger(c *fiber.Ctx) *slog.Logger {
 	if l, ok := c.Locals(localLogger).(*slog.Logger); ok {
 		return l
 	}
-	return s.log
+	l := s.log.With("requestId", s.ensureRequestID(c))
+	c.Locals(localLogger, l)
+	return l
 }
 
 // accessLog logs one line per request and records the request metrics.
@@ -240,6 +243,9 @@ func (s *server) accessLog(c *fiber.Ctx) error {
 	status := c.Response().StatusCode()
 	elapsed := s.now().Sub(start)
 	s.metrics.observe(route, c.Method(), status, elapsed)
+	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
+		return nil
+	}
 	attrs := []any{"method", c.Method(), "route", route, "status", status, "duration", elapsed}
 	if id, ok := c.Locals(localIdentity).(identity); ok {
 		attrs = append(attrs, "clusterId", id.cn)
