@@ -196,14 +196,12 @@ type consumerDriver struct{}
 func (consumerDriver) Peer(context.Context, string, string) error   { return nil }
 func (consumerDriver) Unpeer(context.Context, string, string) error { return nil }
 
-// startConsumer runs the real consumer agent, the Liqo stand-in and the
-// adapter; it returns the adapter's gRPC client.
-func (s *stack) startConsumer() protos.CloudProviderClient {
-	s.t.Helper()
+// fakeConsumerCluster is the consumer cluster as client-go fakes.
+func fakeConsumerCluster(t *testing.T) (kubernetes.Interface, client.Client) {
 	sch := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fav1alpha1.AddToScheme, authv1beta1.AddToScheme} {
 		if err := add(sch); err != nil {
-			s.t.Fatal(err)
+			t.Fatal(err)
 		}
 	}
 	// The fake client does not stamp creationTimestamp as an API server
@@ -215,7 +213,13 @@ func (s *stack) startConsumer() protos.CloudProviderClient {
 		return c.Create(ctx, obj, opts...)
 	}}
 	cl := fake.NewClientBuilder().WithScheme(sch).WithStatusSubresource(&fav1alpha1.VirtualNodeState{}).WithInterceptorFuncs(stamp).Build()
-	kube := kubefake.NewClientset()
+	return kubefake.NewClientset(), cl
+}
+
+// startConsumer runs the real consumer agent on the given cluster, the
+// Liqo stand-in and the adapter; it returns the adapter's gRPC client.
+func (s *stack) startConsumer(kube kubernetes.Interface, cl client.Client) protos.CloudProviderClient {
+	s.t.Helper()
 	s.consumerKube = kube
 	a, err := consumer.New(consumer.Config{
 		ClusterID: consumerID, Namespace: namespace,
@@ -400,10 +404,16 @@ func TestConformanceRealAgentAndBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack")
 	}
+	kube, cl := fakeConsumerCluster(t)
+	conformance(t, kube, cl)
+}
+
+// conformance runs the scenario with the consumer cluster kube/cl.
+func conformance(t *testing.T, kube kubernetes.Interface, ccl client.Client) {
 	s := startStack(t)
 	s.startProvider("p1")
 	s.startProvider("p2")
-	cl := s.startConsumer()
+	cl := s.startConsumer(kube, ccl)
 	s.ca = &catest.Autoscaler{
 		Client: cl, Now: time.Now, Generation: catest.CA135,
 		MaxNodeProvisionTime: time.Minute,
