@@ -359,7 +359,17 @@ func (r *reconciler) ensureVirtualNode(ctx context.Context, rs *authv1beta1.Reso
 		vn.Spec.ClusterID = liqocorev1beta1.ClusterID(provider)
 		vn.Spec.CreateNode = ptr.To(true)
 		vn.Spec.ResourceQuota.Hard = rs.Spec.Resources.DeepCopy()
-		return controllerutil.SetControllerReference(rs, vn, r.c.Scheme())
+		// A controller reference without blockOwnerDeletion: setting that
+		// needs extra permissions where OwnerReferencesPermissionEnforcement
+		// is on, and nothing here relies on foreground deletion.
+		vn.OwnerReferences = []metav1.OwnerReference{{
+			APIVersion: authv1beta1.GroupVersion.String(),
+			Kind:       authv1beta1.ResourceSliceKind,
+			Name:       rs.Name,
+			UID:        rs.UID,
+			Controller: ptr.To(true),
+		}}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("ensuring VirtualNode %s: %w", key, err)
