@@ -432,8 +432,9 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *protos.NodeGrou
 	defer cancel()
 
 	type result struct {
-		id  string
-		err error
+		id    string
+		tried bool // false: never sent, so certainly not created
+		err   error
 	}
 	results := make([]result, delta)
 	sem := make(chan struct{}, s.parallel)
@@ -451,6 +452,7 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *protos.NodeGrou
 				return
 			}
 			defer func() { <-sem }()
+			r.tried = true
 			_, r.err = s.agent.Reserve(ctx, r.id, body)
 		}(&results[i])
 	}
@@ -467,7 +469,7 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *protos.NodeGrou
 		case r.err == nil:
 			ok = append(ok, r.id)
 			s.pending[r.id] = &pendingReservation{groupID: g.id, provider: g.provider, liqoID: g.liqoID, typ: g.typ, createdAt: now}
-		case isDefinite(r.err):
+		case !r.tried || isDefinite(r.err):
 			failed = append(failed, r.err)
 		default:
 			// The agent may or may not have created it: report it as
