@@ -36,6 +36,9 @@ type Target struct {
 	// DropDashboardSockets closes every dashboard websocket from the server
 	// side (nil when the target cannot do it; the test then skips that step).
 	DropDashboardSockets func(ctx context.Context)
+	// PauseProgress stops (true) and resumes (false) reservation progress
+	// (nil when the target cannot; the test then skips that screenshot).
+	PauseProgress func(bool)
 }
 
 // Console is one console's address and login token.
@@ -112,6 +115,7 @@ func StartFake(ctx context.Context, dir string, step time.Duration) (*Fake, erro
 	}
 	f.DashboardURL = url
 	f.DropDashboardSockets = d.DropClients
+	f.PauseProgress = f.Fed.Pause
 
 	for _, id := range f.Fed.ProviderIDs() {
 		ts, token, err := auth.OpenTokenStore(filepath.Join(dir, id+".token"), nil)

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +46,8 @@ type reservation struct {
 // Federation is the fake. Build it with New; its methods are safe for
 // concurrent use.
 type Federation struct {
-	now func() time.Time
+	now    func() time.Time
+	paused atomic.Bool
 
 	mu        sync.Mutex
 	providers []*provider
@@ -336,6 +338,10 @@ func (f *Federation) advertise() {
 	f.consumer.lastHB = now
 }
 
+// Pause stops (true) or resumes (false) the phase progression of Run, so a
+// test can look at reservations and instructions in flight.
+func (f *Federation) Pause(p bool) { f.paused.Store(p) }
+
 // Run steps reservations every period until ctx is done.
 func (f *Federation) Run(ctx context.Context, period time.Duration) {
 	t := time.NewTicker(period)
@@ -345,7 +351,9 @@ func (f *Federation) Run(ctx context.Context, period time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			f.Step()
+			if !f.paused.Load() {
+				f.Step()
+			}
 			f.advertise()
 		}
 	}
