@@ -121,9 +121,8 @@ type Index struct {
 	held  map[string]map[groupKey]Usage
 	trees [numTypes]typeTrees
 	// coordEpoch changes whenever a provider with coordinates joins,
-	// leaves or moves; located counts the providers with coordinates.
+	// leaves, moves or gains or loses a chunk type.
 	coordEpoch uint64
-	located    int
 	// distCache holds each consumer's distance order (guarded by cacheMu,
 	// because View fills it under the read lock).
 	cacheMu   sync.Mutex
@@ -208,19 +207,23 @@ func (ix *Index) RemoveProvider(id string) {
 	}
 }
 
-// coordsChanged keeps coordEpoch and located in step when a provider's
-// state goes from old to new (either may be nil).
+// coordsChanged bumps coordEpoch when a provider's state going from old
+// to new (either may be nil) changes the consumers' distance orders.
 func (ix *Index) coordsChanged(old, new *provState) {
 	oldC := old != nil && old.hasCoords
 	newC := new != nil && new.hasCoords
-	if oldC {
-		ix.located--
-	}
-	if newC {
-		ix.located++
-	}
-	if oldC != newC || (oldC && (old.lat != new.lat || old.lon != new.lon)) {
+	switch {
+	case oldC != newC:
 		ix.coordEpoch++
+	case oldC && (old.lat != new.lat || old.lon != new.lon):
+		ix.coordEpoch++
+	case oldC:
+		for t := range chunkTypes {
+			if (old.total[t] > 0) != (new.total[t] > 0) {
+				ix.coordEpoch++
+				return
+			}
+		}
 	}
 }
 

@@ -31,7 +31,7 @@ type viewCtx struct {
 	blockers     [numTypes][]*provState
 	blockersDone [numTypes]bool
 	// dist is the consumer's distance order (Latency, Weighted).
-	dist []distItem
+	dist *distCache
 	// shapes caches one copy of each chunk shape per response.
 	shapes [numTypes]corev1.ResourceList
 	// metric holds the placement metric per listed group, when it has one.
@@ -364,7 +364,10 @@ type nearIter struct {
 }
 
 func (v *viewCtx) newNearIter(ti int, farthestFirst bool) *nearIter {
-	return &nearIter{ix: v.ix, ti: ti, items: v.distances(), rev: farthestFirst}
+	if v.ix.trees[ti].std.Len() == 0 {
+		return &nearIter{} // nothing is open for the type
+	}
+	return &nearIter{ix: v.ix, ti: ti, items: v.distances(ti), rev: farthestFirst}
 }
 
 func (n *nearIter) next() (*provState, float64, bool) {
@@ -381,47 +384,55 @@ func (n *nearIter) next() (*provState, float64, bool) {
 	return nil, 0, false
 }
 
-// distCache is one consumer's distance order: every provider with
-// coordinates, nearest first (ties by id), valid while no provider with
-// coordinates joined, left or moved (coordEpoch) and the consumer did not
-// move.
+// distCache is one consumer's distance order per chunk type: every
+// provider with coordinates and chunks of the type, nearest first (ties by
+// id), valid while no such provider joined, left or moved (coordEpoch) and
+// the consumer did not move.
 type distCache struct {
 	epoch    uint64
 	lat, lon float64
-	items    []distItem
+	items    [numTypes][]distItem
 }
 
 // distances returns the consumer's distance order, rebuilding it (O(n log
 // n), every provider with coordinates) when it is stale. Capacity and
 // availability changes do not make it stale: walks skip providers that are
 // not open.
-func (v *viewCtx) distances() []distItem {
+func (v *viewCtx) distances(ti int) []distItem {
 	if v.dist != nil {
-		return v.dist
+		return v.dist.items[ti]
 	}
 	ix := v.ix
 	ix.cacheMu.Lock()
 	c := ix.distCache[v.c.ID]
 	ix.cacheMu.Unlock()
 	if c == nil || c.epoch != ix.coordEpoch || c.lat != v.clat || c.lon != v.clon {
-		c = &distCache{epoch: ix.coordEpoch, lat: v.clat, lon: v.clon, items: make([]distItem, 0, ix.located)}
+		c = &distCache{epoch: ix.coordEpoch, lat: v.clat, lon: v.clon}
 		for id, ps := range ix.providers {
-			if ps.hasCoords {
-				c.items = append(c.items, distItem{id: id, dist: DistanceKM(v.clat, v.clon, ps.lat, ps.lon)})
+			if !ps.hasCoords {
+				continue
+			}
+			d := DistanceKM(v.clat, v.clon, ps.lat, ps.lon)
+			for t := range chunkTypes {
+				if ps.total[t] > 0 {
+					c.items[t] = append(c.items[t], distItem{id: id, dist: d})
+				}
 			}
 		}
-		slices.SortFunc(c.items, func(a, b distItem) int {
-			if a.dist != b.dist {
-				return cmp.Compare(a.dist, b.dist)
-			}
-			return strings.Compare(a.id, b.id)
-		})
+		for t := range chunkTypes {
+			slices.SortFunc(c.items[t], func(a, b distItem) int {
+				if a.dist != b.dist {
+					return cmp.Compare(a.dist, b.dist)
+				}
+				return strings.Compare(a.id, b.id)
+			})
+		}
 		ix.cacheMu.Lock()
 		ix.distCache[v.c.ID] = c
 		ix.cacheMu.Unlock()
 	}
-	v.dist = c.items
-	return v.dist
+	v.dist = c
+	return c.items[ti]
 }
 
 // distItem is a provider and its distance from the consumer.
