@@ -91,7 +91,8 @@ func (a *Agent) postReservation(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "X-Reservation-Id "+id+" is not a DNS-1123 subdomain", "")
 		return
 	}
-	start := a.cfg.Clock.Now()
+	// Recorded before the call: the Peer can start before the answer is back.
+	_, replay := a.reserved.LoadOrStore(id, a.cfg.Clock.Now())
 	resp, status, err := a.cfg.Broker.Reserve(r.Context(), id, req)
 	if brokerclient.StatusOf(err) == http.StatusPreconditionFailed {
 		// The broker does not know us (it restarted): heartbeat, retry once.
@@ -101,11 +102,11 @@ func (a *Agent) postReservation(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
+		if !replay {
+			a.reserved.Delete(id)
+		}
 		writeBrokerError(w, err)
 		return
-	}
-	if status == http.StatusCreated || status == http.StatusOK {
-		a.reserved.LoadOrStore(id, start)
 	}
 	w.Header().Set(api.HeaderReservationID, id)
 	writeJSON(w, status, resp)
