@@ -1,7 +1,10 @@
 package web
 
 import (
+	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,5 +121,51 @@ func TestChartStepsAreCompact(t *testing.T) {
 	}
 	if got["flat"] != 2 || got["step"] != 4 || got["flap"] != 2 {
 		t.Fatalf("vertices per line %v, want flat 2, step 4, flap 2", got)
+	}
+}
+
+type flakySource struct {
+	fail atomic.Bool
+}
+
+func (f *flakySource) Overview(context.Context) (api.Overview, error) {
+	if f.fail.Load() {
+		return api.Overview{}, errors.New("store closed")
+	}
+	return api.Overview{}, nil
+}
+
+func (f *flakySource) Subscribe(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() { <-ctx.Done(); close(ch) }()
+	return ch
+}
+
+func TestPublishShowsAndClearsBackendProblems(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src := &flakySource{}
+	d, err := NewDashboard(src, DashboardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go d.site.hub.Run(ctx)
+	last := func() string {
+		c, err := d.site.hub.Register(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.site.hub.Unregister(c)
+		return string(<-c.Send())
+	}
+	src.fail.Store(true)
+	d.site.publish(ctx)
+	if got := last(); !strings.Contains(got, `data-testid="backend-state"`) || strings.Contains(got, "store closed") {
+		t.Fatalf("failing backend: pushed %q; want the notice without the internal error", got)
+	}
+	src.fail.Store(false)
+	d.site.publish(ctx)
+	if got := last(); !strings.Contains(got, `<div id="backend-state" hidden>`) || !strings.Contains(got, `id="live"`) {
+		t.Fatalf("recovered backend: pushed %q; want the state and a hidden notice", got)
 	}
 }

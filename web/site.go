@@ -29,6 +29,9 @@ type site struct {
 	prefix string
 	// loginHint tells where the login token comes from.
 	loginHint string
+	// failingSince is when the backend first failed to answer (zero: it
+	// answers); owned by the publisher goroutine.
+	failingSince time.Time
 	// logins bounds login attempts (all clients together).
 	logins  *rate.Limiter
 	title   string
@@ -240,15 +243,34 @@ func (s *site) run(ctx context.Context) error {
 	}
 }
 
+// publish renders and broadcasts the live fragment. When the backend cannot
+// be read, browsers keep the last state and get a notice saying since when
+// it is stale; the notice goes away with the next good update. It runs on
+// the publisher goroutine only (failingSince is not shared).
 func (s *site) publish(ctx context.Context) {
+	var buf bytes.Buffer
 	comp, err := s.render(ctx)
+	if err == nil {
+		err = comp.Render(ctx, &buf)
+	}
 	if err != nil {
-		s.log.Warn("live update: backend state unavailable", "err", err)
+		if s.failingSince.IsZero() {
+			s.failingSince = s.clock.Now()
+			s.log.Warn("live update: backend state unavailable", "err", err)
+		}
+		buf.Reset()
+		msg := "The state could not be read since " + clockTime(s.failingSince) + " UTC (retrying); the page shows the last known state."
+		if err := views.BackendState(msg).Render(ctx, &buf); err != nil {
+			return
+		}
+		s.hub.Broadcast(ctx, buf.Bytes())
 		return
 	}
-	var buf bytes.Buffer
-	if err := comp.Render(ctx, &buf); err != nil {
-		s.log.Error("live update: render", "err", err)
+	if !s.failingSince.IsZero() {
+		s.log.Info("live update: backend state readable again", "after", s.clock.Since(s.failingSince).String())
+		s.failingSince = time.Time{}
+	}
+	if err := views.BackendState("").Render(ctx, &buf); err != nil {
 		return
 	}
 	s.hub.Broadcast(ctx, buf.Bytes())
