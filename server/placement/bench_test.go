@@ -112,6 +112,7 @@ func benchViews(b *testing.B, ix *Index, consumers []string) {
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(len(durations)), "cpu-ns/op")
 	slices.Sort(durations)
 	if len(durations) > 0 {
+		b.ReportMetric(float64(durations[len(durations)/2].Nanoseconds()), "p50-ns")
 		b.ReportMetric(float64(durations[len(durations)*99/100].Nanoseconds()), "p99-ns")
 	}
 }

@@ -142,6 +142,7 @@ func BenchmarkNodeGroupsHTTP(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(len(durations)), "cpu-ns/op")
 			slices.Sort(durations)
+			b.ReportMetric(float64(durations[len(durations)/2].Nanoseconds()), "p50-ns")
 			b.ReportMetric(float64(durations[len(durations)*99/100].Nanoseconds()), "p99-ns")
 		})
 	}
