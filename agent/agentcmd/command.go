@@ -183,7 +183,6 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if liqoID == "" {
 		liqoID = b.ClusterID
 	}
-	log = log.With("cluster", b.ClusterID, "role", role)
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
@@ -234,6 +233,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	defer bc.Close()
 
 	driver, runDriver, err := buildDriver(cfg, cl, liqoID, o, log)
 	if err != nil {
@@ -360,7 +360,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 		goRun("consumer agent", agent.Run)
 	}
-	log.Info("Agent started", "broker", b.BrokerURL, "health", addrs.Health, "localAPI", addrs.LocalAPI, "probe", addrs.Probe)
+	log.Info("Agent started", "cluster", b.ClusterID, "role", role, "broker", b.BrokerURL, "health", addrs.Health, "localAPI", addrs.LocalAPI, "probe", addrs.Probe)
 	if o.Ready != nil {
 		o.Ready(addrs)
 	}

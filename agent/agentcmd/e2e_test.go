@@ -102,7 +102,7 @@ func freePort(tb testing.TB) string {
 
 func newFederation(tb testing.TB) *federation {
 	tb.Helper()
-	f := &federation{tb: tb, env: testcluster.Start(tb), pkiDir: tb.TempDir(), dataDir: tb.TempDir(), brokerAddr: freePort(tb),
+	f := &federation{tb: tb, env: kubeEnv(tb), pkiDir: tb.TempDir(), dataDir: tb.TempDir(), brokerAddr: freePort(tb),
 		driver: &gatedDriver{started: make(chan string, 16)}}
 	f.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx := context.Background()

@@ -172,6 +172,10 @@ func StatusOf(err error) int {
 	return 0
 }
 
+// Close drops the client's idle keep-alive connections (call it when the
+// agent stops, so the broker's graceful shutdown need not wait for them).
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
 // LongPollSupported reports whether the broker announced long-poll support
 // (the api.HeaderLongPoll header) on its last answer.
 func (c *Client) LongPollSupported() bool { return c.longPoll.Load() }

@@ -94,6 +94,8 @@ type entry struct {
 	posted bool
 	inPost bool
 	doneAt time.Time
+	// postFailures counts failed posts of the result.
+	postFailures int
 }
 
 // NewLoop validates cfg and returns a Loop.
@@ -326,6 +328,9 @@ func (l *Loop) post(ctx context.Context, e *entry) {
 	e.inPost = false
 	switch status := StatusOf(err); {
 	case err == nil:
+		if e.postFailures > 0 {
+			l.cfg.Logger.Info("Posted a delayed instruction result", "instruction", e.in.ID, "attempts", e.postFailures+1)
+		}
 		e.posted = true
 	case status == http.StatusNotFound || status == http.StatusForbidden || status == http.StatusBadRequest:
 		// The broker will never take it (GC'd, not ours, or refused):
@@ -334,8 +339,15 @@ func (l *Loop) post(ctx context.Context, e *entry) {
 		e.posted = true
 	default:
 		if ctx.Err() == nil {
-			l.cfg.Logger.Warn("Posting instruction result failed; will retry", "instruction", e.in.ID, "err", err)
+			// Warn once per result; the retries every few seconds during a
+			// broker outage go to debug.
+			lvl := slog.LevelDebug
+			if e.postFailures == 0 {
+				lvl = slog.LevelWarn
+			}
+			l.cfg.Logger.Log(ctx, lvl, "Posting instruction result failed; will retry", "instruction", e.in.ID, "err", err)
 		}
+		e.postFailures++
 	}
 }
 

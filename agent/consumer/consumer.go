@@ -108,6 +108,8 @@ type Agent struct {
 	chosen   string
 	lastBody *api.HeartbeatRequest
 	beatOK   bool
+	// beatFailing is set while heartbeats fail (logged once).
+	beatFailing bool
 
 	reserveToPeer prometheus.Histogram
 }
@@ -275,8 +277,17 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 	}
 	resp, err := a.cfg.Broker.Heartbeat(ctx, req)
 	if err != nil {
+		a.mu.Lock()
+		first := !a.beatFailing
+		a.beatFailing = true
+		a.mu.Unlock()
 		if ctx.Err() == nil {
-			a.log.Warn("Heartbeat failed", "err", err)
+			// Warn when heartbeats start failing; the retries go to debug.
+			lvl := slog.LevelDebug
+			if first {
+				lvl = slog.LevelWarn
+			}
+			a.log.Log(ctx, lvl, "Heartbeat failed", "err", err)
 		}
 		a.count("error")
 		a.mu.Lock()
@@ -288,6 +299,10 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 	}
 	a.count("ok")
 	a.mu.Lock()
+	if a.beatFailing {
+		a.log.Info("Heartbeat accepted again")
+	}
+	a.beatFailing = false
 	a.beatOK = true
 	a.lastBody = &req
 	a.mu.Unlock()

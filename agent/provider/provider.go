@@ -87,6 +87,7 @@ type Agent struct {
 	mu       sync.Mutex
 	last     *api.AdvertisementRequest // last advertisement the broker accepted
 	lastResp api.AdvertisementResponse
+	failing  bool // the last advertisement failed
 }
 
 // New validates cfg and builds the agent.
@@ -318,14 +319,27 @@ func (a *Agent) advertise(ctx context.Context, force bool) {
 	}
 	resp, err := a.cfg.Broker.Advertise(ctx, req)
 	if err != nil {
+		a.mu.Lock()
+		first := !a.failing
+		a.failing = true
+		a.mu.Unlock()
 		if ctx.Err() == nil {
-			a.log.Warn("Advertisement failed", "err", err)
+			// Warn when advertising starts failing; the retries go to debug.
+			lvl := slog.LevelDebug
+			if first {
+				lvl = slog.LevelWarn
+			}
+			a.log.Log(ctx, lvl, "Advertisement failed", "err", err)
 		}
 		a.count("error")
 		return
 	}
 	a.count("ok")
 	a.mu.Lock()
+	if a.failing {
+		a.log.Info("Advertisement accepted again", "chunks", resp.ChunkCount)
+	}
+	a.failing = false
 	a.last, a.lastResp = &req, resp
 	a.mu.Unlock()
 	a.log.Debug("Advertised", "resources", req.Resources, "chunks", resp.ChunkCount)
