@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
 	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
@@ -184,6 +186,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		liqoID = b.ClusterID
 	}
 
+	// controller-runtime (the client, the simulated Liqo) logs through its
+	// global logr sink; route it to slog.
+	crlog.SetLogger(logr.FromSlogHandler(log.Handler()))
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("Kubernetes configuration (--kubeconfig %q, else in-cluster): %w", o.Kubeconfig, err)

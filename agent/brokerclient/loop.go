@@ -160,6 +160,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 		}
 	}()
+	failing := false
 	for ctx.Err() == nil {
 		l.gc()
 		ins, long, err := l.cfg.Source.Instructions(ctx, l.cfg.LongPollWait)
@@ -167,12 +168,22 @@ func (l *Loop) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			l.cfg.Logger.Warn("Fetching instructions failed", "err", err)
+			// Warn when polling starts failing; the retries go to debug.
+			lvl := slog.LevelDebug
+			if !failing {
+				lvl = slog.LevelWarn
+			}
+			l.cfg.Logger.Log(ctx, lvl, "Fetching instructions failed; polling again", "every", l.cfg.PollInterval, "err", err)
+			failing = true
 			if l.cfg.Hooks.PollFailed != nil {
 				l.cfg.Hooks.PollFailed(err)
 			}
 			l.pause(ctx, l.cfg.PollInterval)
 			continue
+		}
+		if failing {
+			l.cfg.Logger.Info("Fetching instructions works again")
+			failing = false
 		}
 		fresh := l.Submit(ctx, ins)
 		switch {
