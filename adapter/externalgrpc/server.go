@@ -264,24 +264,30 @@ func (s *Server) NodeGroupGetOptions(ctx context.Context, req *protos.NodeGroupA
 		ZeroOrMaxNodeScaling:             d.GetZeroOrMaxNodeScaling(),
 		IgnoreDaemonSetsUtilization:      d.GetIgnoreDaemonSetsUtilization(),
 	}
-	unneeded := pickDuration(d.GetScaleDownUnneededTime(), d.GetScaleDownUnneededDuration())
-	unready := pickDuration(d.GetScaleDownUnreadyTime(), d.GetScaleDownUnreadyDuration())
-	provision := pickDuration(d.GetMaxNodeProvisionTime(), d.GetMaxNodeProvisionDuration())
+	unneeded, ok1 := pickDuration(d.GetScaleDownUnneededTime(), d.GetScaleDownUnneededDuration())
+	unready, ok2 := pickDuration(d.GetScaleDownUnreadyTime(), d.GetScaleDownUnreadyDuration())
+	provision, ok3 := pickDuration(d.GetMaxNodeProvisionTime(), d.GetMaxNodeProvisionDuration())
+	if !ok1 || !ok2 || !ok3 {
+		// Echoing a missing duration as 0 would turn e.g. the scale-down
+		// unneeded time off; let CA use its global options instead.
+		return nil, status.Error(codes.Unimplemented, "NodeGroupGetOptions: defaults lack a duration; use the global options")
+	}
 	o.ScaleDownUnneededTime, o.ScaleDownUnneededDuration = &protos.K8SDuration{Duration: int64(unneeded)}, durationpb.New(unneeded)
 	o.ScaleDownUnreadyTime, o.ScaleDownUnreadyDuration = &protos.K8SDuration{Duration: int64(unready)}, durationpb.New(unready)
 	o.MaxNodeProvisionTime, o.MaxNodeProvisionDuration = &protos.K8SDuration{Duration: int64(provision)}, durationpb.New(provision)
 	return &protos.NodeGroupAutoscalingOptionsResponse{NodeGroupAutoscalingOptions: o}, nil
 }
 
-// pickDuration prefers the old (meta/v1, nanoseconds) shape, then the new.
-func pickDuration(old *protos.K8SDuration, cur *durationpb.Duration) time.Duration {
+// pickDuration prefers the old (meta/v1, nanoseconds) shape, then the new;
+// ok is false when neither is set.
+func pickDuration(old *protos.K8SDuration, cur *durationpb.Duration) (d time.Duration, ok bool) {
 	if old != nil {
-		return time.Duration(old.GetDuration())
+		return time.Duration(old.GetDuration()), true
 	}
 	if cur != nil {
-		return cur.AsDuration()
+		return cur.AsDuration(), true
 	}
-	return 0
+	return 0, false
 }
 
 // GPULabel names the label carrying the GPU type.

@@ -649,6 +649,9 @@ func TestGetOptionsEchoesDefaultsInBothShapes(t *testing.T) {
 	}
 	_, err := h.cl.NodeGroupGetOptions(ctx(t), &protos.NodeGroupAutoscalingOptionsRequest{Id: g1})
 	wantCode(t, err, codes.Unimplemented)
+	partial := &protos.NodeGroupAutoscalingOptions{ScaleDownUnneededDuration: durationpb.New(time.Minute)}
+	_, err = h.cl.NodeGroupGetOptions(ctx(t), &protos.NodeGroupAutoscalingOptionsRequest{Id: g1, Defaults: partial})
+	wantCode(t, err, codes.Unimplemented)
 	_, err = h.cl.NodeGroupGetOptions(ctx(t), &protos.NodeGroupAutoscalingOptionsRequest{Id: "ng-x-gpu", Defaults: cur})
 	wantCode(t, err, codes.NotFound)
 }
