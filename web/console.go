@@ -31,11 +31,11 @@ type ConsoleOptions struct {
 	Log     *slog.Logger
 }
 
-func newConsoleSite(title string, opts ConsoleOptions) (*site, error) {
+func newConsoleSite(opts ConsoleOptions) (*site, error) {
 	if opts.Token == nil {
 		return nil, errors.New("web: a console needs a login token verifier (ConsoleOptions.Token)")
 	}
-	s, err := newSite(opts.Prefix, title, opts.Log, opts.Clock, opts.Refresh)
+	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, opts.Refresh)
 	if err != nil {
 		return nil, err
 	}

@@ -388,3 +388,28 @@ func TestLoginAttemptsAreRateLimited(t *testing.T) {
 		t.Fatalf("after a pause the right token must work: %d", resp.StatusCode)
 	}
 }
+
+func TestRunTwiceIsRefused(t *testing.T) {
+	d, err := web.NewDashboard(webfake.New(nil), web.DashboardOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	results := make(chan error, 2)
+	for range 2 {
+		go func() { results <- d.Run(ctx) }()
+	}
+	select {
+	case err := <-results:
+		if err == nil || !strings.Contains(err.Error(), "already") {
+			t.Fatalf("one of two Runs must be refused at once, got %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("neither Run was refused")
+	}
+	cancel()
+	if err := <-results; err != nil {
+		t.Fatalf("the running Run: %v", err)
+	}
+}

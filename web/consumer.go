@@ -32,7 +32,7 @@ func NewConsumerConsole(backend ConsumerBackend, opts ConsoleOptions) (*Consumer
 	if backend == nil {
 		return nil, fmt.Errorf("web: the consumer console needs a backend")
 	}
-	s, err := newConsoleSite("Consumer console", opts)
+	s, err := newConsoleSite(opts)
 	if err != nil {
 		return nil, err
 	}

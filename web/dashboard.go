@@ -62,7 +62,7 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = 2 * time.Minute
 	}
-	s, err := newSite(opts.Prefix, "Federation Autoscaler", opts.Log, opts.Clock, opts.Refresh)
+	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, opts.Refresh)
 	if err != nil {
 		return nil, err
 	}

@@ -31,7 +31,7 @@ func NewProviderConsole(backend ProviderBackend, opts ConsoleOptions) (*Provider
 	if backend == nil {
 		return nil, fmt.Errorf("web: the provider console needs a backend")
 	}
-	s, err := newConsoleSite("Provider console", opts)
+	s, err := newConsoleSite(opts)
 	if err != nil {
 		return nil, err
 	}

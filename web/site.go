@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/a-h/templ"
@@ -23,12 +24,17 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/web/views"
 )
 
+// productName ends every page title.
+const productName = "Federation Autoscaler"
+
 // site holds what the dashboard and both consoles share: the route prefix,
 // optional login, the live hub and its publisher.
 type site struct {
 	prefix string
 	// loginHint tells where the login token comes from.
 	loginHint string
+	// running guards against a second Run.
+	running atomic.Bool
 	// failingSince is when the backend first failed to answer (zero: it
 	// answers); owned by the publisher goroutine.
 	failingSince time.Time
@@ -217,6 +223,9 @@ func (s *site) renderPage(c *fiber.Ctx, status int, comp templ.Component) error 
 // Run publishes the live fragment: at start, on every change signal and
 // every refresh period (so ages stay current), until ctx is done.
 func (s *site) run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("web: Run was already called")
+	}
 	defer s.lifeCancel()
 	hubDone := make(chan struct{})
 	go func() { defer close(hubDone); s.hub.Run(ctx) }()
