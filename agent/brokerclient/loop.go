@@ -75,7 +75,10 @@ type Loop struct {
 	queues  map[string][]*entry // by reservation
 	active  map[string]bool     // reservation has a worker
 	wake    chan struct{}       // a result is waiting to be posted
-	wg      sync.WaitGroup      // the retrier, workers and posters
+	// progress is signalled when a result was posted: the next poll can
+	// bring new work.
+	progress chan struct{}
+	wg       sync.WaitGroup // the retrier, workers and posters
 }
 
 type entryState int
@@ -125,11 +128,12 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Loop{
-		cfg:     cfg,
-		entries: map[string]*entry{},
-		queues:  map[string][]*entry{},
-		active:  map[string]bool{},
-		wake:    make(chan struct{}, 1),
+		cfg:      cfg,
+		entries:  map[string]*entry{},
+		queues:   map[string][]*entry{},
+		active:   map[string]bool{},
+		wake:     make(chan struct{}, 1),
+		progress: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -187,18 +191,37 @@ func (l *Loop) Run(ctx context.Context) error {
 		}
 		fresh := l.Submit(ctx, ins)
 		switch {
-		case !long:
+		case !long && !l.longPollNow():
 			l.pause(ctx, l.cfg.PollInterval)
 		case fresh == 0 && len(ins) > 0:
-			l.pause(ctx, l.cfg.BusyInterval)
+			// Everything listed is already running or waiting for its
+			// result to be taken; the broker would answer again at once.
+			// Wait for a result to be posted (then the list shrinks) or
+			// the busy interval.
+			l.pauseUntilProgress(ctx, l.cfg.BusyInterval)
 		}
 	}
 	return nil
 }
 
+// longPollNow reports whether the source now supports long polls (the
+// plain poll that just ended may have revealed it).
+func (l *Loop) longPollNow() bool {
+	lp, ok := l.cfg.Source.(interface{ LongPollSupported() bool })
+	return ok && lp.LongPollSupported()
+}
+
 func (l *Loop) pause(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
+	case <-l.cfg.Clock.After(d):
+	}
+}
+
+func (l *Loop) pauseUntilProgress(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-l.progress:
 	case <-l.cfg.Clock.After(d):
 	}
 }
@@ -339,6 +362,10 @@ func (l *Loop) post(ctx context.Context, e *entry) {
 	e.inPost = false
 	switch status := StatusOf(err); {
 	case err == nil:
+		select {
+		case l.progress <- struct{}{}:
+		default:
+		}
 		if e.postFailures > 0 {
 			l.cfg.Logger.Info("Posted a delayed instruction result", "instruction", e.in.ID, "attempts", e.postFailures+1)
 		}
