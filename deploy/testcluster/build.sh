@@ -14,14 +14,14 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 assets="${FA_KUBE_ASSETS:-${HOME}/.cache/federation-autoscaler/kube-${KUBE_VERSION}}"
 mkdir -p "${assets}"
 
-apiserver_ok() {
-  [[ -x "${assets}/kube-apiserver" ]] &&
-    "${assets}/kube-apiserver" --version 2>/dev/null | grep -qx "Kubernetes ${KUBE_VERSION}"
+# The version output is captured before matching: `prog --version | grep -q`
+# fails under pipefail when grep exits before prog has written everything.
+reports() { # reports <binary> <exact line>
+  local out
+  [[ -x "$1" ]] && out="$("$1" --version 2>/dev/null)" && grep -qxF "$2" <<<"${out}"
 }
-etcd_ok() {
-  [[ -x "${assets}/etcd" ]] &&
-    "${assets}/etcd" --version 2>/dev/null | grep -qx "etcd Version: ${ETCD_VERSION}"
-}
+apiserver_ok() { reports "${assets}/kube-apiserver" "Kubernetes ${KUBE_VERSION}"; }
+etcd_ok() { reports "${assets}/etcd" "etcd Version: ${ETCD_VERSION}"; }
 
 # build <module dir> <package> <output name> [ldflags]: builds to a temporary
 # name and renames, so an interrupted build never leaves a half-written binary.
