@@ -15,8 +15,9 @@ out="${FA_KUBECTL_DIR:-${HOME}/.cache/federation-autoscaler/kubectl-${KUBE_VERSI
 mkdir -p "${out}"
 
 kubectl_ok() {
-  [[ -x "${out}/kubectl" ]] &&
-    "${out}/kubectl" version --client 2>/dev/null | grep -q "Client Version: ${KUBE_VERSION}\$"
+  local v
+  [[ -x "${out}/kubectl" ]] && v="$("${out}/kubectl" version --client 2>/dev/null)" &&
+    [[ "${v}" == *"Client Version: ${KUBE_VERSION}"$'\n'* ]]
 }
 
 if ! kubectl_ok; then

@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"bytes"
+	"encoding/base64"
 	"context"
 	"fmt"
 	"os"
@@ -132,7 +133,9 @@ func run(t *testing.T, dir, script string, args ...string) result {
 	)
 	var so, se bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &so, &se
+	started := time.Now()
 	err := cmd.Run()
+	t.Logf("%s %s: exit %v in %s", script, strings.Join(args, " "), cmd.ProcessState.ExitCode(), time.Since(started).Round(time.Millisecond))
 	res := result{Stdout: so.String(), Stderr: se.String()}
 	if ee, ok := err.(*exec.ExitError); ok {
 		res.Code = ee.ExitCode()
@@ -184,3 +187,5 @@ func makeBundle(t *testing.T, pkiDir, dir, id, role string) string {
 	}
 	return out
 }
+
+func decodeB64(s string) ([]byte, error) { return base64.StdEncoding.DecodeString(s) }

@@ -132,6 +132,10 @@ fa_overlay_secret cluster-autoscaler-tls "ca.crt=${pki_dir}/ca.crt" "client.crt=
 fa_overlay_configmap cluster-autoscaler-cloud-config "cloud-config=${FA_WORK}/cloud-config"
 fa_overlay_generators_end
 fa_render
+if [[ "${driver}" == liqoctl ]]; then
+  fa_drop_optional consumer clusterrolebinding.rbac.authorization.k8s.io/federation-autoscaler:consumer-liqo-sim \
+    clusterrole.rbac.authorization.k8s.io/federation-autoscaler:consumer-liqo-sim
+fi
 fa_apply
 if [[ "${FA_DRY_RUN}" != true ]]; then
   note "consumer ${FA_BUNDLE_CLUSTER_ID} deployed in namespace ${FA_NAMESPACE} (broker ${FA_BUNDLE_BROKER_URL}, Liqo driver ${driver}, placement ${placement})"

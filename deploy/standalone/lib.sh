@@ -163,7 +163,7 @@ fa_namespace_plan() {
     FA_OWN_NAMESPACE=true
   else
     FA_OWN_NAMESPACE=false
-    note "namespace ${FA_NAMESPACE} exists and was not created by ${role}-up.sh: using it, leaving the Namespace object alone"
+    note "namespace ${FA_NAMESPACE} exists and was not created by ${FA_SCRIPT}: using it, leaving the Namespace object alone"
   fi
 }
 
@@ -282,7 +282,9 @@ fa_render() {
 }
 
 # fa_apply: print (--dry-run) or server-side apply the rendering, the same
-# bytes either way.
+# bytes either way. The scripts own what they apply: --force-conflicts takes
+# over fields another manager set (an agent's CRD install, a hand edit), as
+# a client-side `kubectl apply` would overwrite them.
 fa_apply() {
   if [[ "${FA_DRY_RUN}" == true ]]; then
     note "dry run: these manifests would be applied (Secrets include key material; nothing was changed)"
@@ -290,11 +292,29 @@ fa_apply() {
     return
   fi
   local out
-  if ! out="$(kc apply --server-side --field-manager="${FA_FIELD_MANAGER}" -f "${FA_RENDERED}" 2>&1)"; then
+  if ! out="$(kc apply --server-side --force-conflicts --field-manager="${FA_FIELD_MANAGER}" -f "${FA_RENDERED}" 2>&1)"; then
     out="${out//$'\n'/ }"
     die "kubectl apply failed: ${out:0:400}"
   fi
   printf '%s\n' "${out}" >&2
+}
+
+# fa_drop_optional ROLE KIND/NAME...: an optional part a previous run applied
+# (e.g. RBAC for another --liqo-driver) is removed when this run does not
+# apply it, so re-running with other options converges. Only objects with
+# this role's labels are touched.
+fa_drop_optional() {
+  local role="$1" obj comp
+  shift
+  for obj in "$@"; do
+    comp="$(kc get "${obj}" -o 'jsonpath={.metadata.labels.app\.kubernetes\.io/component}' 2>/dev/null || true)"
+    [[ "${comp}" == "${role}" ]] || continue
+    if [[ "${FA_DRY_RUN}" == true ]]; then
+      note "dry run: would delete ${obj} (not used with these options)"
+    else
+      kc delete "${obj}" --ignore-not-found --wait=false >&2
+    fi
+  done
 }
 
 # fa_down ROLE: deletes every object labelled part-of + component=ROLE that

@@ -95,6 +95,10 @@ fa_overlay_secret provider-bundle "bundle.tar.gz=${bundle}"
 [[ -n "${sharing}" ]] && fa_overlay_configmap provider-sharing "sharing.yaml=${sharing}"
 fa_overlay_generators_end
 fa_render
+if [[ "${driver}" == sim ]]; then
+  fa_drop_optional provider clusterrolebinding.rbac.authorization.k8s.io/federation-autoscaler:provider-liqoctl \
+    clusterrole.rbac.authorization.k8s.io/federation-autoscaler:provider-liqoctl
+fi
 fa_apply
 if [[ "${FA_DRY_RUN}" != true ]]; then
   note "provider ${FA_BUNDLE_CLUSTER_ID} deployed in namespace ${FA_NAMESPACE} (broker ${FA_BUNDLE_BROKER_URL}, Liqo driver ${driver})"
