@@ -1,0 +1,136 @@
+package cluster_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
+)
+
+func eventually(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// podCounts returns (running, unschedulable) workload pods.
+func podCounts(ctx context.Context, c *cluster.Cluster, ns string) (running, unschedulable int, nodes map[string]int, err error) {
+	list, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: cluster.WorkloadLabel})
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	nodes = map[string]int{}
+	for _, p := range list.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			running++
+			nodes[p.Spec.NodeName]++
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+				unschedulable++
+			}
+		}
+	}
+	return running, unschedulable, nodes, nil
+}
+
+func TestSchedulerAndWorkload(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{Name: "consumer", Nodes: []cluster.NodeSpec{{Name: "local-1", CPU: "4", Memory: "8Gi"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop() }()
+	w := cluster.NewWorkload(c.Client(), "workload", nil)
+	c.Go("workload", w.Run)
+
+	set := func(enabled bool, replicas int32, cpu string) {
+		t.Helper()
+		if err := w.Set(cluster.WorkloadSpec{Enabled: enabled, Replicas: replicas, CPU: resource.MustParse(cpu), Memory: resource.MustParse("1Gi")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(true, 3, "1")
+	eventually(t, "3 pods running on the local node", func() (bool, error) {
+		r, u, _, err := podCounts(ctx, c, "workload")
+		return r == 3 && u == 0, err
+	})
+
+	set(true, 6, "1")
+	eventually(t, "4 running, 2 unschedulable", func() (bool, error) {
+		r, u, _, err := podCounts(ctx, c, "workload")
+		return r == 4 && u == 2, err
+	})
+
+	// A tainted virtual node: the workload tolerates Liqo's taint.
+	if err := c.AddNode(ctx, cluster.NodeSpec{Name: "virtual-1", CPU: "2", Memory: "4Gi"}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.Client().CoreV1().Nodes().Get(ctx, "virtual-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Spec.Taints = []corev1.Taint{{Key: "virtual-node.liqo.io/not-allowed", Value: "true", Effect: corev1.TaintEffectNoExecute}}
+	if _, err := c.Client().CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "all 6 running, 2 on the virtual node", func() (bool, error) {
+		r, u, nodes, err := podCounts(ctx, c, "workload")
+		return r == 6 && u == 0 && nodes["virtual-1"] == 2, err
+	})
+
+	// A pod without the toleration never lands on the tainted node.
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "workload", Labels: map[string]string{cluster.WorkloadLabel: "x"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}}}
+	if _, err := c.Client().CoreV1().Pods("workload").Create(ctx, plain, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the untolerating pod is marked unschedulable with the taint as reason", func() (bool, error) {
+		p, err := c.Client().CoreV1().Pods("workload").Get(ctx, "plain", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Reason == corev1.PodReasonUnschedulable {
+				return p.Spec.NodeName == "", nil
+			}
+		}
+		return false, nil
+	})
+	if err := c.Client().CoreV1().Pods("workload").Delete(ctx, "plain", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The virtual node goes away: its pods are collected and recreated.
+	if err := c.Client().CoreV1().Nodes().Delete(ctx, "virtual-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pods of the vanished node replaced and pending", func() (bool, error) {
+		r, u, nodes, err := podCounts(ctx, c, "workload")
+		return r == 4 && u == 2 && nodes["virtual-1"] == 0, err
+	})
+
+	set(false, 6, "1")
+	eventually(t, "workload off: no pods", func() (bool, error) {
+		list, err := c.Client().CoreV1().Pods("workload").List(ctx, metav1.ListOptions{})
+		return len(list.Items) == 0, err
+	})
+}

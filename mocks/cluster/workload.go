@@ -1,0 +1,183 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// WorkloadSpec is the demo workload's desired state.
+type WorkloadSpec struct {
+	// Enabled switches the workload on; off means zero pods.
+	Enabled bool
+	// Replicas is the number of pods while enabled.
+	Replicas int32
+	// CPU and Memory are each pod's requests.
+	CPU    resource.Quantity
+	Memory resource.Quantity
+}
+
+// Validate says what is wrong with a spec.
+func (w WorkloadSpec) Validate() error {
+	if w.Replicas < 0 || w.Replicas > 200 {
+		return fmt.Errorf("replicas %d: use 0 to 200", w.Replicas)
+	}
+	if w.CPU.Sign() <= 0 || w.Memory.Sign() <= 0 {
+		return fmt.Errorf("pod size cpu=%s memory=%s: both must be positive", w.CPU.String(), w.Memory.String())
+	}
+	return nil
+}
+
+// WorkloadLabel marks the workload's pods.
+const WorkloadLabel = "demo.federation-autoscaler.io/workload"
+
+// VirtualNodeToleration lets a pod run on a Liqo virtual node. Real Liqo
+// adds it to pods of offloaded namespaces; the demo workload carries it.
+var VirtualNodeToleration = corev1.Toleration{Key: "virtual-node.liqo.io/not-allowed", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}
+
+// Workload keeps a Deployment-like set of pods in step with its spec: the
+// consumer console's workload switch.
+type Workload struct {
+	client    kubernetes.Interface
+	namespace string
+	log       *slog.Logger
+
+	mu   sync.Mutex
+	spec WorkloadSpec
+	kick chan struct{}
+}
+
+// NewWorkload returns a workload in namespace (created if missing), off.
+func NewWorkload(client kubernetes.Interface, namespace string, log *slog.Logger) *Workload {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Workload{
+		client: client, namespace: namespace, log: log, kick: make(chan struct{}, 1),
+		spec: WorkloadSpec{Replicas: 4, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")},
+	}
+}
+
+// Spec returns the desired state.
+func (w *Workload) Spec() WorkloadSpec {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.spec
+}
+
+// Namespace is where the workload's pods live.
+func (w *Workload) Namespace() string { return w.namespace }
+
+// Set changes the desired state; the pods follow at once.
+func (w *Workload) Set(spec WorkloadSpec) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.spec = spec
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Run reconciles until ctx ends. Pods that vanish (their node was removed)
+// are replaced on the next pass.
+func (w *Workload) Run(ctx context.Context) error {
+	_, err := w.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: w.namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating workload namespace %s: %w", w.namespace, err)
+	}
+	// Why a ticker: replacement of pods deleted by the pod GC needs no
+	// watch for a demo; one second keeps the reaction prompt.
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		if err := w.reconcile(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("Workload reconcile failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.kick:
+		case <-ticker.C:
+		}
+	}
+}
+
+func (w *Workload) reconcile(ctx context.Context) error {
+	spec := w.Spec()
+	want := int32(0)
+	if spec.Enabled {
+		want = spec.Replicas
+	}
+	list, err := w.client.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: WorkloadLabel})
+	if err != nil {
+		return fmt.Errorf("listing workload pods: %w", err)
+	}
+	var keep []corev1.Pod
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if !sameSize(&p, spec) {
+			if err := w.client.CoreV1().Pods(w.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting resized pod %s: %w", p.Name, err)
+			}
+			continue
+		}
+		keep = append(keep, p)
+	}
+	// Scale down newest first, unscheduled before running.
+	sort.Slice(keep, func(i, j int) bool {
+		if (keep[i].Spec.NodeName == "") != (keep[j].Spec.NodeName == "") {
+			return keep[i].Spec.NodeName != ""
+		}
+		return keep[i].CreationTimestamp.Before(&keep[j].CreationTimestamp)
+	})
+	for int32(len(keep)) > want {
+		p := keep[len(keep)-1]
+		keep = keep[:len(keep)-1]
+		if err := w.client.CoreV1().Pods(w.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting pod %s: %w", p.Name, err)
+		}
+	}
+	for n := int32(len(keep)); n < want; n++ {
+		if _, err := w.client.CoreV1().Pods(w.namespace).Create(ctx, workloadPod(spec), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating workload pod: %w", err)
+		}
+	}
+	return nil
+}
+
+func sameSize(p *corev1.Pod, spec WorkloadSpec) bool {
+	if len(p.Spec.Containers) != 1 {
+		return false
+	}
+	r := p.Spec.Containers[0].Resources.Requests
+	return r.Cpu().Cmp(spec.CPU) == 0 && r.Memory().Cmp(spec.Memory) == 0
+}
+
+func workloadPod(spec WorkloadSpec) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "workload-", Labels: map[string]string{WorkloadLabel: "true", "app": "demo-workload"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: spec.CPU, corev1.ResourceMemory: spec.Memory}},
+			}},
+			Tolerations: []corev1.Toleration{VirtualNodeToleration},
+		},
+	}
+}
