@@ -22,7 +22,14 @@ const Payload = "fa-probe"
 // Responder echoes every UDP datagram back to its sender.
 type Responder struct {
 	conn *net.UDPConn
+	// delay is added before every echo (see SetDelay).
+	delay time.Duration
 }
+
+// SetDelay adds d before every echo, so one machine can model the network
+// distance between clusters (the demo's providers). Call it before Serve.
+// Each echo waits in its own goroutine, so a delay does not queue probes.
+func (r *Responder) SetDelay(d time.Duration) { r.delay = d }
 
 // Listen opens a UDP echo responder on addr ("127.0.0.1:0", ":5000").
 func Listen(addr string) (*Responder, error) {
@@ -55,7 +62,12 @@ func (r *Responder) Serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("reading a probe: %w", err)
 		}
-		_, _ = r.conn.WriteToUDP(buf[:n], from)
+		if r.delay <= 0 {
+			_, _ = r.conn.WriteToUDP(buf[:n], from)
+			continue
+		}
+		reply := append([]byte(nil), buf[:n]...)
+		time.AfterFunc(r.delay, func() { _, _ = r.conn.WriteToUDP(reply, from) })
 	}
 }
 

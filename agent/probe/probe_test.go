@@ -63,3 +63,19 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// TestResponderDelay: an added delay shows in the measured RTT.
+func TestResponderDelay(t *testing.T) {
+	r, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.SetDelay(30 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Serve(ctx) }()
+	got := NewProber(ProberConfig{Timeout: 200 * time.Millisecond}).Measure(ctx, []string{r.Addr().String()})
+	if rtt, ok := got[r.Addr().String()]; !ok || rtt < 30 || rtt > 150 {
+		t.Fatalf("rtt = %v, want ≥ 30 ms (the added delay)", got)
+	}
+}
