@@ -50,6 +50,10 @@ type Options struct {
 	// Mounts add routes to the dashboard listener besides the web
 	// dashboard (which Run mounts itself).
 	Mounts []ops.Mount
+	// APIListener and DashboardListener, when set, are used instead of
+	// listening on Listen and DashboardListen (a program embedding the
+	// broker binds ephemeral ports first; Run closes them).
+	APIListener, DashboardListener net.Listener
 }
 
 // NewCommand returns the `broker` subcommand. Extra dashboard mounts (the
@@ -206,12 +210,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), svc.Collector())
 
-	apiLn, err := net.Listen("tcp", o.Listen)
-	if err != nil {
-		return fmt.Errorf("--listen %s: %w", o.Listen, err)
+	apiLn := o.APIListener
+	if apiLn == nil {
+		if apiLn, err = net.Listen("tcp", o.Listen); err != nil {
+			return fmt.Errorf("--listen %s: %w", o.Listen, err)
+		}
 	}
-	var dashLn net.Listener
-	if o.DashboardListen != "" {
+	dashLn := o.DashboardListener
+	if dashLn == nil && o.DashboardListen != "" {
 		if dashLn, err = net.Listen("tcp", o.DashboardListen); err != nil {
 			_ = apiLn.Close()
 			return fmt.Errorf("--dashboard-listen %s: %w", o.DashboardListen, err)
