@@ -353,7 +353,7 @@ func TestEndToEnd(t *testing.T) {
 }
 
 // TestBrokerOutage: the broker stops while a Peer is in flight and comes
-// back after FA_OUTAGE (default 20s): the peering happens once, the result
+// back after FA_OUTAGE (default 20s; the issue asks for 2m: FA_OUTAGE=2m): the peering happens once, the result
 // is delivered after the restart, the reservation converges to Peered and
 // then to Released.
 func TestBrokerOutage(t *testing.T) {

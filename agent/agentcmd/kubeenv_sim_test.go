@@ -1,8 +1,9 @@
+//go:build simkube
+
 package agentcmd
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -16,15 +17,12 @@ import (
 	liqocrds "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo/crds"
 )
 
-// kubeEnv is the member cluster of the end-to-end tests: a real
-// kube-apiserver + etcd (testcluster), or — with FA_E2E_SIMKUBE=1, for a
-// machine that cannot build the real one — the project's simulated API
-// server (mocks/kubeapi).
+// kubeEnv is the member cluster of the end-to-end tests. Built with
+// -tags simkube (for a machine that cannot build the real control plane) it
+// is the project's simulated API server (mocks/kubeapi); otherwise a real
+// kube-apiserver + etcd (kubeenv_real_test.go).
 func kubeEnv(tb testing.TB) *testcluster.Env {
 	tb.Helper()
-	if os.Getenv("FA_E2E_SIMKUBE") != "1" {
-		return testcluster.Start(tb)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	tb.Cleanup(cancel)
 	srv := kubeapi.New(kubeapi.Options{Name: "e2e"})
