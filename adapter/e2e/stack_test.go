@@ -60,7 +60,7 @@ const (
 )
 
 type stack struct {
-	t            *testing.T
+	t            testing.TB
 	ctx          context.Context
 	pki          *resttest.PKI
 	brokerURL    string
@@ -76,14 +76,18 @@ type stack struct {
 	transports []*http.Transport
 }
 
-func logger(t *testing.T) *slog.Logger {
+func logger(testing.TB) *slog.Logger {
 	if os.Getenv("FA_E2E_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.DiscardHandler)
 }
 
-func startStack(t *testing.T) *stack {
+func startStack(t testing.TB) *stack { return startStackWith(t, false) }
+
+// startStackWith starts the broker, with its default per-cluster rate
+// limit when defaultRateLimit.
+func startStackWith(t testing.TB, defaultRateLimit bool) *stack {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &stack{t: t, ctx: ctx, pki: resttest.NewPKI(t), providers: map[string]context.CancelFunc{}, logger: logger(t)}
@@ -110,7 +114,14 @@ func startStack(t *testing.T) *stack {
 	}
 	s.run("broker domain", func(ctx context.Context) error { return svc.Run(ctx) })
 	t.Cleanup(func() { _ = svc.Close() })
-	app := rest.NewApp(rest.Config{Broker: svc, RateLimitBurst: 1_000_000, RateLimitRPS: 1_000_000, BaseContext: func() context.Context { return ctx }})
+	rc := rest.Config{Broker: svc, BaseContext: func() context.Context { return ctx }}
+	if !defaultRateLimit {
+		// The CA loop here runs every 200 ms with a 100 ms cache, far more
+		// often than CA's 10 s; the broker's per-cluster limit (burst 10,
+		// 5/s) is sized for the real cadence.
+		rc.RateLimitBurst, rc.RateLimitRPS = 1_000_000, 1_000_000
+	}
+	app := rest.NewApp(rc)
 	s.brokerURL = resttest.Serve(t, app, s.pki.ServerTLS(t))
 	// Cleanups run last-registered first: stop the agents and drop their
 	// idle keep-alive connections before the broker's listener shuts down.
@@ -143,7 +154,7 @@ func (s *stack) brokerClient(clusterID string, role api.Role) *brokerclient.Clie
 		TLSNextProto:        map[string]func(string, *tls.Conn) http.RoundTripper{},
 	}
 	s.transports = append(s.transports, tr)
-	c, err := brokerclient.New(brokerclient.Config{BaseURL: s.brokerURL, Transport: tr, MaxRetries: -1})
+	c, err := brokerclient.New(brokerclient.Config{BaseURL: s.brokerURL, Transport: tr}) // the agents' default retries
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -160,14 +171,22 @@ func (peeringUsers) DeletePeeringUser(context.Context, string) error { return ni
 
 // startProvider runs a real provider agent over a cluster with one node of
 // 6 CPU / 12 GiB: three standard chunks.
-func (s *stack) startProvider(id string) {
+func (s *stack) startProvider(id string) { s.startProviderSized(id, 3) }
+
+// startProviderSized runs a real provider agent whose one node holds
+// exactly chunks standard chunks (2 CPU / 4 GiB each).
+func (s *stack) startProviderSized(id string, chunks int64) {
 	s.t.Helper()
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: id + "-node"},
 		Status: corev1.NodeStatus{
-			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6"), corev1.ResourceMemory: resource.MustParse("12Gi"), corev1.ResourcePods: resource.MustParse("110")},
-			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-			Addresses:   []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+			Allocatable: corev1.ResourceList{
+				corev1.ResourceCPU:    *resource.NewQuantity(2*chunks, resource.DecimalSI),
+				corev1.ResourceMemory: *resource.NewQuantity(4*chunks<<30, resource.BinarySI),
+				corev1.ResourcePods:   resource.MustParse("110"),
+			},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
 		},
 	}
 	a, err := provider.New(provider.Config{
@@ -197,7 +216,7 @@ func (consumerDriver) Peer(context.Context, string, string) error   { return nil
 func (consumerDriver) Unpeer(context.Context, string, string) error { return nil }
 
 // fakeConsumerCluster is the consumer cluster as client-go fakes.
-func fakeConsumerCluster(t *testing.T) (kubernetes.Interface, client.Client) {
+func fakeConsumerCluster(t testing.TB) (kubernetes.Interface, client.Client) {
 	sch := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, fav1alpha1.AddToScheme, authv1beta1.AddToScheme} {
 		if err := add(sch); err != nil {
