@@ -65,8 +65,7 @@ case "${placement}" in
   Standard | Price | Eco | Latency) ;;
   *) die "--placement ${placement}: use Standard, Price, Eco or Latency (Weighted needs weights: edit the ConsumerPolicy afterwards)" ;;
 esac
-[[ -z "${geo_url}" || "${geo_url}" =~ ^https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9._/-]*)?$ ]] ||
-  die "--mock-geo-url \"${geo_url}\" is not an http(s) URL like http://10.0.0.5:30480"
+fa_check_url --mock-geo-url "${geo_url}"
 fa_check_image
 fa_read_bundle "${bundle}" consumer
 fa_need_kubectl

@@ -87,6 +87,13 @@ fa_check_port() {
   fi
 }
 
+# fa_check_url WHAT VALUE: an http(s) URL without metacharacters (written
+# into the rendered manifests).
+fa_check_url() {
+  local re='^https?://[A-Za-z0-9.:-]+(/[A-Za-z0-9._/-]*)?$'
+  [[ -z "$2" || "$2" =~ ${re} ]] || die "$1 \"$2\" is not an http(s) URL like http://10.0.0.5:30480"
+}
+
 # fa_check_image: a plausible image reference without shell or YAML
 # metacharacters (it is written into the rendered manifests).
 fa_check_image() {
@@ -173,6 +180,7 @@ fa_overlay_begin() {
   local role="$1" base_ns="federation-autoscaler" dir rel
   shift
   [[ "${role}" == mocks ]] && base_ns="federation-autoscaler-mocks"
+  FA_BASE_NAMESPACE="${base_ns}"
   FA_OVERLAY="${FA_WORK}/overlay"
   mkdir -p "${FA_OVERLAY}"
   {
@@ -263,6 +271,7 @@ fa_overlay_generators_end() {
     for entry in "${FA_CONFIGMAPS[@]}"; do
       {
         echo "- name: ${entry%%:*}"
+        echo "  namespace: ${FA_BASE_NAMESPACE}"
         echo "  behavior: replace"
         echo "  files:"
         echo "  - ${entry#*:}"

@@ -56,9 +56,8 @@ fa_check_name --namespace "${FA_NAMESPACE}"
 fa_check_port --console-node-port "${console_port}"
 [[ "${driver}" == liqoctl || "${driver}" == sim ]] || die "--liqo-driver ${driver}: use liqoctl (real Liqo) or sim (labs)"
 [[ -z "${sharing}" || -f "${sharing}" ]] || die "--sharing-file ${sharing}: no such file"
-for u in "${geo_url}" "${eco_url}"; do
-  [[ -z "${u}" || "${u}" =~ ^https?://[A-Za-z0-9.:\[\]-]+(/[A-Za-z0-9._/-]*)?$ ]] || die "\"${u}\" is not an http(s) URL like http://10.0.0.5:30480"
-done
+fa_check_url --mock-geo-url "${geo_url}"
+fa_check_url --mock-eco-url "${eco_url}"
 fa_check_image
 fa_read_bundle "${bundle}" provider
 fa_need_kubectl
