@@ -2,8 +2,8 @@ package deploytest
 
 import (
 	"bytes"
-	"encoding/base64"
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
