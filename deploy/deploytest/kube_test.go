@@ -244,8 +244,18 @@ func (c *cluster) upTwice(t *testing.T, dir, component, script string, args ...s
 // at least be terminating).
 func (c *cluster) down(t *testing.T, dir, component, script string, args ...string) {
 	t.Helper()
+	sel := partOf + ",app.kubernetes.io/component=" + component
+	before, _ := c.labeled(t, sel)
+	dry := mustRun(t, dir, script, append([]string{"--kubeconfig", c.env.Kubeconfig, "--dry-run"}, args...)...)
+	listed := strings.Fields(dry.Stdout)
+	if len(listed) != len(before) {
+		t.Errorf("%s --dry-run lists %d objects, %d are labeled for %s:\n%v\n%v", script, len(listed), len(before), component, listed, keys(before))
+	}
+	if after, _ := c.labeled(t, sel); len(after) != len(before) {
+		t.Fatalf("%s --dry-run deleted objects", script)
+	}
 	mustRun(t, dir, script, append([]string{"--kubeconfig", c.env.Kubeconfig}, args...)...)
-	live, term := c.labeled(t, partOf+",app.kubernetes.io/component="+component)
+	live, term := c.labeled(t, sel)
 	if len(live) > 0 {
 		t.Errorf("%s left %v", script, keys(live))
 	}

@@ -20,7 +20,11 @@ func TestCentral(t *testing.T) {
 	c := startCluster(t)
 	dir := t.TempDir()
 	const ns = "federation-autoscaler"
-	live, res := c.upTwice(t, dir, "central", "central-up.sh", "--host", "broker.example.org", "--api-node-port", "31443")
+	token := filepath.Join(dir, "dashboard-token")
+	if err := os.WriteFile(token, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	live, res := c.upTwice(t, dir, "central", "central-up.sh", "--host", "broker.example.org", "--api-node-port", "31443", "--dashboard-token-file", token)
 	if !strings.Contains(res.Stdout, "Broker URL:    https://broker.example.org:31443\n") ||
 		!strings.Contains(res.Stdout, "Dashboard URL: http://broker.example.org:30444/\n") {
 		t.Errorf("central-up.sh did not print the URLs:\n%s", res.Stdout)
@@ -29,6 +33,7 @@ func TestCentral(t *testing.T) {
 	checkSecretFiles(t, live, ns, "broker-tls", map[string]string{
 		"ca.crt": filepath.Join(pki, "ca.crt"), "broker.crt": filepath.Join(pki, "broker.crt"), "broker.key": filepath.Join(pki, "broker.key"),
 	})
+	checkSecretFiles(t, live, ns, "broker-dashboard", map[string]string{"token": token})
 	svc := live[objKey(schema.GroupVersionKind{Kind: "Service"}, ns, "broker")]
 	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
 	if p := ports[0].(map[string]any)["nodePort"]; p != int64(31443) {
