@@ -1,0 +1,401 @@
+// Package console adapts the real provider and consumer agents to the web
+// consoles' backend interfaces (web.ProviderBackend, web.ConsumerBackend).
+// It reads only what the agents already expose (the provider's sharing
+// store and last advertisement; the consumer's local API, ConsumerPolicy
+// objects and Broker API client), so a console shows the agent's real state.
+package console
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/web"
+)
+
+// PollInterval is how often Subscribe checks the agents' state for a change
+// (the agents expose state, not change events).
+const PollInterval = 500 * time.Millisecond
+
+// changes signals (coalesced) whenever fingerprint's answer differs from
+// the previous one, checked every interval, until ctx ends.
+func changes(ctx context.Context, interval time.Duration, fingerprint func(context.Context) string) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	go func() {
+		defer close(ch)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		last := fingerprint(ctx)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if fp := fingerprint(ctx); fp != last {
+				last = fp
+				select {
+				case ch <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+func hash(v any) string {
+	b, _ := json.Marshal(v)
+	s := sha256.Sum256(b)
+	return string(s[:])
+}
+
+// ProviderAgent is what the provider console needs from *provider.Agent.
+type ProviderAgent interface {
+	Sharing() *provider.Store
+	LastAdvertisement() (*api.AdvertisementRequest, api.AdvertisementResponse)
+}
+
+// Provider implements web.ProviderBackend over a provider agent.
+type Provider struct {
+	ClusterID string
+	Agent     ProviderAgent
+}
+
+var _ web.ProviderBackend = (*Provider)(nil)
+
+// Status reports the discovered location, carbon, capacity and chunks of
+// the last accepted advertisement. Loans are not known to a provider agent
+// (the broker holds them) and stay empty.
+func (p *Provider) Status(context.Context) (web.ProviderStatus, error) {
+	st := web.ProviderStatus{ClusterID: p.ClusterID}
+	req, resp := p.Agent.LastAdvertisement()
+	if req == nil {
+		st.BrokerError = "no advertisement accepted yet"
+		return st, nil
+	}
+	st.Topology = req.Topology
+	st.CarbonIntensity = req.CarbonIntensity
+	if w, ok := placement.WeightedCarbon(req.CarbonForecast, req.CarbonIntensity); ok {
+		st.CarbonWeighted = &w
+	}
+	st.Resources = req.Resources
+	if len(resp.ChunkCounts) > 0 {
+		st.Chunks = map[api.ChunkType]api.ChunkCounts{}
+		for t, n := range resp.ChunkCounts {
+			st.Chunks[t] = api.ChunkCounts{TotalChunks: n}
+		}
+	} else if resp.ChunkCount > 0 {
+		st.Chunks = map[api.ChunkType]api.ChunkCounts{api.ChunkStandard: {TotalChunks: resp.ChunkCount}}
+	}
+	return st, nil
+}
+
+// SharingConfig returns the configuration in force.
+func (p *Provider) SharingConfig(context.Context) (web.SharingConfig, error) {
+	c := p.Agent.Sharing().Config()
+	out := web.SharingConfig{UnitPrices: c.UnitPrices, Renewable: c.Renewable, Sharing: api.Sharing{
+		AllowedConsumers: c.AllowedConsumers, DeniedConsumers: c.DeniedConsumers, MaxChunksPerConsumer: c.MaxChunksPerConsumer,
+	}}
+	for name, cp := range c.Capacity {
+		switch {
+		case cp.Percent != nil:
+			if out.CapacityScalePercent == nil {
+				out.CapacityScalePercent = map[string]int32{}
+			}
+			out.CapacityScalePercent[string(name)] = *cp.Percent
+		case cp.Fixed != nil:
+			if out.CapacityFixed == nil {
+				out.CapacityFixed = corev1.ResourceList{}
+			}
+			out.CapacityFixed[name] = *cp.Fixed
+		}
+	}
+	return out, nil
+}
+
+// ApplySharing validates and stores cfg; the agent re-advertises at once
+// (it watches its store).
+func (p *Provider) ApplySharing(_ context.Context, cfg web.SharingConfig) error {
+	c := provider.SharingConfig{
+		UnitPrices: cfg.UnitPrices, Renewable: cfg.Renewable,
+		AllowedConsumers: cfg.Sharing.AllowedConsumers, DeniedConsumers: cfg.Sharing.DeniedConsumers,
+		MaxChunksPerConsumer: cfg.Sharing.MaxChunksPerConsumer,
+	}
+	for name, pct := range cfg.CapacityScalePercent {
+		if c.Capacity == nil {
+			c.Capacity = map[corev1.ResourceName]provider.Cap{}
+		}
+		v := pct
+		c.Capacity[corev1.ResourceName(name)] = provider.Cap{Percent: &v}
+	}
+	for name, q := range cfg.CapacityFixed {
+		if c.Capacity == nil {
+			c.Capacity = map[corev1.ResourceName]provider.Cap{}
+		}
+		v := q.DeepCopy()
+		c.Capacity[name] = provider.Cap{Fixed: &v}
+	}
+	return p.Agent.Sharing().Apply(c)
+}
+
+// Subscribe signals when the configuration or the accepted advertisement
+// changes.
+func (p *Provider) Subscribe(ctx context.Context) <-chan struct{} {
+	return changes(ctx, PollInterval, func(context.Context) string {
+		req, resp := p.Agent.LastAdvertisement()
+		return hash([]any{p.Agent.Sharing().Config(), req, resp.ChunkCounts, resp.ChunkCount})
+	})
+}
+
+// LocalAPI is what the consumer console needs from the consumer agent's
+// local API (*localapi.Client).
+type LocalAPI interface {
+	NodeGroups(ctx context.Context) (*api.NodeGroupListResponse, error)
+	VirtualNodes(ctx context.Context) ([]localapi.VirtualNode, error)
+	Reserve(ctx context.Context, id string, req api.ReservationRequest) (*api.ReservationResponse, error)
+	Release(ctx context.Context, id string) (*api.ReleaseResponse, error)
+}
+
+// BrokerReader reads reservations from the broker (*brokerclient.Client).
+type BrokerReader interface {
+	Reservation(ctx context.Context, id string) (api.ReservationResponse, error)
+}
+
+// ConsumerAgent is what the console needs from *consumer.Agent.
+type ConsumerAgent interface {
+	Policy(ctx context.Context) (*api.Placement, error)
+	BeatNow()
+}
+
+// Prober measures probe endpoints (*probe.Prober).
+type Prober interface {
+	Measure(ctx context.Context, endpoints []string) map[string]float64
+}
+
+// Consumer implements web.ConsumerBackend over a consumer agent.
+type Consumer struct {
+	ClusterID string
+	// Namespace holds the agent's ConsumerPolicy objects.
+	Namespace string
+	Agent     ConsumerAgent
+	Local     LocalAPI
+	Broker    BrokerReader
+	// Client writes ConsumerPolicy objects.
+	Client client.Client
+	// Prober (optional) measures the RTTs shown.
+	Prober Prober
+	// Region and City are the consumer's location ("" when unknown).
+	Region, City string
+	Logger       *slog.Logger
+
+	mu     sync.Mutex
+	manual map[string]bool
+}
+
+var _ web.ConsumerBackend = (*Consumer)(nil)
+
+// Status gathers the policy, the masked node groups, the reservations the
+// consumer holds (from its virtual nodes and the console's manual ones, read
+// from the broker) and the virtual nodes.
+func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
+	st := web.ConsumerStatus{ClusterID: c.ClusterID, Region: c.Region, City: c.City}
+	pl, err := c.Agent.Policy(ctx)
+	if err != nil {
+		return st, fmt.Errorf("reading the ConsumerPolicy: %w", err)
+	}
+	if pl != nil {
+		st.Placement = *pl
+		st.AppliedPlacement = pl.Type
+	}
+	groups, err := c.Local.NodeGroups(ctx)
+	if err != nil {
+		return st, fmt.Errorf("reading the node groups from the local API: %w", err)
+	}
+	st.NodeGroups = groups.NodeGroups
+	var endpoints []string
+	byEndpoint := map[string]string{}
+	for _, g := range groups.NodeGroups {
+		if st.ChosenProvider == "" && g.MaxSize > g.CurrentReserved {
+			st.ChosenProvider = g.ProviderClusterID
+		}
+		if g.ProbeEndpoint != "" && byEndpoint[g.ProbeEndpoint] == "" {
+			byEndpoint[g.ProbeEndpoint] = g.ProviderClusterID
+			endpoints = append(endpoints, g.ProbeEndpoint)
+		}
+	}
+	if c.Prober != nil && len(endpoints) > 0 {
+		st.RTTs = map[string]float64{}
+		for ep, ms := range c.Prober.Measure(ctx, endpoints) {
+			st.RTTs[byEndpoint[ep]] = ms
+		}
+	}
+	vns, err := c.Local.VirtualNodes(ctx)
+	if err != nil {
+		return st, fmt.Errorf("reading the virtual nodes from the local API: %w", err)
+	}
+	ids := map[string]bool{}
+	for _, v := range vns {
+		ids[v.ReservationID] = true
+		vn := web.VirtualNode{Name: v.Name, ReservationID: v.ReservationID, ProviderClusterID: v.ProviderClusterID, State: state(v.Phase)}
+		if v.LastTransitionTime != nil {
+			vn.Since = v.LastTransitionTime.Time
+		}
+		st.VirtualNodes = append(st.VirtualNodes, vn)
+	}
+	c.mu.Lock()
+	for id := range c.manual {
+		ids[id] = true
+	}
+	c.mu.Unlock()
+	for _, id := range slices.Sorted(mapsKeys(ids)) {
+		r, err := c.Broker.Reservation(ctx, id)
+		if err != nil {
+			continue // gone from the broker: nothing to show
+		}
+		c.mu.Lock()
+		manual := c.manual[id]
+		if manual && r.Status.Terminal() && !ids[id] {
+			delete(c.manual, id)
+		}
+		c.mu.Unlock()
+		st.Reservations = append(st.Reservations, web.ConsumerReservation{
+			ID: id, ProviderClusterID: r.ProviderClusterID, ChunkType: r.ChunkType, ChunkCount: r.ChunkCount,
+			Phase: r.Status, Manual: manual, CreatedAt: r.CreatedAt.Time, Message: r.Message,
+		})
+	}
+	sort.SliceStable(st.Reservations, func(i, j int) bool { return st.Reservations[i].CreatedAt.Before(st.Reservations[j].CreatedAt) })
+	return st, nil
+}
+
+func mapsKeys(m map[string]bool) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// state maps a VirtualNodeState phase to the console's states.
+func state(p localapi.Phase) string {
+	switch p {
+	case localapi.PhaseRunning:
+		return "Running"
+	case localapi.PhaseDeleting:
+		return "Terminating"
+	case localapi.PhaseFailed:
+		return "NotReady"
+	default:
+		return "Pending"
+	}
+}
+
+// PolicyName is the ConsumerPolicy the console creates when there is none.
+const PolicyName = "default"
+
+// SetPolicy writes the policy into the agent's ConsumerPolicy (the one the
+// agent reads: the lowest name; "default" is created when there is none)
+// and asks for a heartbeat at once.
+func (c *Consumer) SetPolicy(ctx context.Context, p api.Placement) error {
+	spec := fav1alpha1.Placement{Type: fav1alpha1.PlacementStrategy(p.Type)}
+	if p.Weights != nil {
+		spec.Weights = &fav1alpha1.PlacementWeights{Price: p.Weights.Price, Carbon: p.Weights.Carbon, Distance: p.Weights.Distance, FreeCapacity: p.Weights.FreeCapacity}
+	}
+	if err := SetPolicy(ctx, c.Client, c.Namespace, spec); err != nil {
+		return err
+	}
+	c.Agent.BeatNow()
+	return nil
+}
+
+// SetPolicy writes spec into the ConsumerPolicy the consumer agent reads in
+// namespace (the lowest name), creating PolicyName when there is none.
+func SetPolicy(ctx context.Context, cl client.Client, namespace string, spec fav1alpha1.Placement) error {
+	var list fav1alpha1.ConsumerPolicyList
+	if err := cl.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return fmt.Errorf("listing ConsumerPolicies in %s: %w", namespace, err)
+	}
+	if len(list.Items) == 0 {
+		cp := &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Namespace: namespace}, Spec: fav1alpha1.ConsumerPolicySpec{Placement: spec}}
+		if err := cl.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating ConsumerPolicy %s/%s: %w", namespace, PolicyName, err)
+		} else if err == nil {
+			return nil
+		}
+		return SetPolicy(ctx, cl, namespace, spec)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	cp := list.Items[0]
+	cp.Spec.Placement = spec
+	if err := cl.Update(ctx, &cp); err != nil {
+		return fmt.Errorf("updating ConsumerPolicy %s/%s: %w", namespace, cp.Name, err)
+	}
+	return nil
+}
+
+// CreateReservation reserves through the local API, as the adapter does,
+// under a new id.
+func (c *Consumer) CreateReservation(ctx context.Context, spec web.ReservationSpec) (string, error) {
+	if strings.TrimSpace(spec.ProviderClusterID) == "" {
+		return "", fmt.Errorf("choose a provider")
+	}
+	if spec.ChunkType == "" {
+		spec.ChunkType = api.ChunkStandard
+	}
+	if spec.ChunkCount < 1 {
+		spec.ChunkCount = 1
+	}
+	id := "manual-" + uuid.NewString()
+	c.mu.Lock()
+	if c.manual == nil {
+		c.manual = map[string]bool{}
+	}
+	c.manual[id] = true
+	c.mu.Unlock()
+	_, err := c.Local.Reserve(ctx, id, api.ReservationRequest{
+		ProviderClusterID: spec.ProviderClusterID, NodeGroupID: api.NodeGroupID(spec.ProviderClusterID, spec.ChunkType),
+		ChunkCount: spec.ChunkCount, ChunkType: spec.ChunkType,
+	})
+	if err != nil {
+		c.mu.Lock()
+		delete(c.manual, id)
+		c.mu.Unlock()
+		return "", err
+	}
+	return id, nil
+}
+
+// ReleaseReservation releases through the local API.
+func (c *Consumer) ReleaseReservation(ctx context.Context, id string) error {
+	_, err := c.Local.Release(ctx, id)
+	return err
+}
+
+// Subscribe signals when the policy or the virtual nodes change.
+func (c *Consumer) Subscribe(ctx context.Context) <-chan struct{} {
+	return changes(ctx, PollInterval, func(ctx context.Context) string {
+		pl, _ := c.Agent.Policy(ctx)
+		vns, _ := c.Local.VirtualNodes(ctx)
+		return hash([]any{pl, vns})
+	})
+}

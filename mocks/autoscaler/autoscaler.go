@@ -1,0 +1,323 @@
+// Package autoscaler is the demo's stand-in for the Cluster Autoscaler: a
+// compact loop that talks to the adapter only over the externalgrpc protocol
+// (through the project's proto) and to the consumer cluster only through
+// client-go.
+//
+// Per scan it does what CA's core does, in miniature:
+//   - scale-up: pods marked PodScheduled=False/Unschedulable are packed
+//     first-fit (by CPU, memory and pod count) onto the template node of the
+//     groups; the nodes they need beyond the ones already on their way
+//     (target above registered) become IncreaseSize on the groups with
+//     head-room, in NodeGroups order (the broker's policy-masked order);
+//   - scale-down: a borrowed node (one that maps to a node group) with no
+//     running or pending pod for ScaleDownUnneededTime is deleted through
+//     DeleteNodes;
+//   - hygiene (failed or never-registered instances, target fixes, unready
+//     nodes) is adapter/externalgrpc/catest's loop, which this package calls
+//     with the computed target instead of duplicating.
+package autoscaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/catest"
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/protos"
+)
+
+// Config configures an Autoscaler. Client and Kube are required.
+type Config struct {
+	// Client is the adapter's gRPC client.
+	Client protos.CloudProviderClient
+	// Kube is the consumer cluster.
+	Kube kubernetes.Interface
+	// ScanInterval is CA's --scan-interval (default 10 s).
+	ScanInterval time.Duration
+	// ScaleDownUnneededTime is CA's --scale-down-unneeded-time (default
+	// 10 min in CA; here 10 s).
+	ScaleDownUnneededTime time.Duration
+	// MaxNodeProvisionTime is CA's --max-node-provision-time (default
+	// 2 min).
+	MaxNodeProvisionTime time.Duration
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Autoscaler is the loop. Run it once.
+type Autoscaler struct {
+	cfg           Config
+	ca            *catest.Autoscaler
+	log           *slog.Logger
+	unneededSince map[string]time.Time
+}
+
+// New validates cfg and builds the loop.
+func New(cfg Config) (*Autoscaler, error) {
+	if cfg.Client == nil || cfg.Kube == nil {
+		return nil, errors.New("autoscaler: Client (the adapter) and Kube (the consumer cluster) are required")
+	}
+	if cfg.ScanInterval <= 0 {
+		cfg.ScanInterval = 10 * time.Second
+	}
+	if cfg.ScaleDownUnneededTime <= 0 {
+		cfg.ScaleDownUnneededTime = 10 * time.Second
+	}
+	if cfg.MaxNodeProvisionTime <= 0 {
+		cfg.MaxNodeProvisionTime = 2 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &Autoscaler{cfg: cfg, log: cfg.Logger, unneededSince: map[string]time.Time{}}
+	a.ca = &catest.Autoscaler{
+		Client: cfg.Client, Cluster: catest.ClusterFunc(a.nodes), Now: cfg.Now, Generation: catest.CA135,
+		MaxNodeProvisionTime: cfg.MaxNodeProvisionTime, ScaleDownUnreadyTime: cfg.MaxNodeProvisionTime,
+	}
+	return a, nil
+}
+
+// Run scans every ScanInterval until ctx ends. A failed scan is logged and
+// retried at the next one (CA does the same).
+func (a *Autoscaler) Run(ctx context.Context) error {
+	t := time.NewTicker(a.cfg.ScanInterval)
+	defer t.Stop()
+	for {
+		if err := a.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			a.log.Warn("Autoscaler scan failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (a *Autoscaler) nodes(ctx context.Context) ([]catest.Node, error) {
+	list, err := a.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]catest.Node, 0, len(list.Items))
+	for i := range list.Items {
+		n := &list.Items[i]
+		out = append(out, catest.Node{Name: n.Name, ProviderID: n.Spec.ProviderID, NotReady: !ready(n)})
+	}
+	return out, nil
+}
+
+// RunOnce runs one scan.
+func (a *Autoscaler) RunOnce(ctx context.Context) error {
+	now := a.cfg.Now()
+	nodes, err := a.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	pods, err := a.cfg.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+
+	// The groups as CA's cloud-provider refresh sees them.
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ngs, err := a.cfg.Client.NodeGroups(c, &protos.NodeGroupsRequest{})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("NodeGroups: %w", err)
+	}
+	instances := map[string]string{} // instance id → group
+	var targets, failed int32
+	for _, g := range ngs.GetNodeGroups() {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ts, err := a.cfg.Client.NodeGroupTargetSize(c, &protos.NodeGroupTargetSizeRequest{Id: g.GetId()})
+		if err == nil {
+			var in *protos.NodeGroupNodesResponse
+			if in, err = a.cfg.Client.NodeGroupNodes(c, &protos.NodeGroupNodesRequest{Id: g.GetId()}); err == nil {
+				for _, i := range in.GetInstances() {
+					if i.GetStatus().GetInstanceState() == protos.InstanceStatus_instanceDeleting {
+						continue
+					}
+					if i.GetStatus().GetErrorInfo().GetErrorCode() != "" {
+						failed++
+						continue
+					}
+					instances[i.GetId()] = g.GetId()
+				}
+			}
+		}
+		cancel()
+		if err != nil {
+			return fmt.Errorf("group %s: %w", g.GetId(), err)
+		}
+		targets += ts.GetTargetSize()
+	}
+
+	// Borrowed nodes and what runs on them.
+	busy := map[string]bool{}
+	var pending []*corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+			continue
+		}
+		if p.Spec.NodeName != "" {
+			busy[p.Spec.NodeName] = true
+		} else if unschedulable(p) {
+			pending = append(pending, p)
+		}
+	}
+	var registered, unready int32
+	var unneeded []*corev1.Node
+	seen := map[string]bool{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if _, ok := instances[n.Spec.ProviderID]; !ok {
+			continue
+		}
+		seen[n.Name] = true
+		registered++
+		if !ready(n) {
+			unready++
+			continue
+		}
+		if busy[n.Name] {
+			delete(a.unneededSince, n.Name)
+			continue
+		}
+		since, ok := a.unneededSince[n.Name]
+		if !ok {
+			a.unneededSince[n.Name] = now
+		} else if now.Sub(since) >= a.cfg.ScaleDownUnneededTime {
+			unneeded = append(unneeded, n)
+		}
+	}
+	for name := range a.unneededSince {
+		if !seen[name] {
+			delete(a.unneededSince, name)
+		}
+	}
+
+	// Scale-down first, and only when nothing waits for capacity.
+	if len(pending) == 0 && len(unneeded) > 0 {
+		for _, n := range unneeded {
+			gid := instances[n.Spec.ProviderID]
+			c, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := a.cfg.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: gid, Nodes: []*protos.ExternalGrpcNode{{Name: n.Name, ProviderID: n.Spec.ProviderID}}})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("DeleteNodes %s %s: %w", gid, n.Name, err)
+			}
+			delete(a.unneededSince, n.Name)
+			a.log.Info("Autoscaler scale-down: node unneeded", "group", gid, "node", n.Name, "for", a.cfg.ScaleDownUnneededTime)
+		}
+		return nil
+	}
+
+	// Scale-up: the nodes the pending pods need, beyond those on their way.
+	need := int32(0)
+	if len(pending) > 0 {
+		if need, err = a.nodesFor(ctx, ngs.GetNodeGroups(), pending); err != nil {
+			return err
+		}
+	}
+	upcoming := max(0, targets-registered-failed)
+	have := targets - failed - unready
+	want := have
+	if need > upcoming {
+		want += need - upcoming
+	}
+	loop, err := a.ca.RunOnce(ctx, int(want))
+	if err != nil {
+		return err
+	}
+	for id, d := range loop.Increased {
+		a.log.Info("Autoscaler scale-up", "group", id, "delta", d, "pendingPods", len(pending))
+	}
+	return nil
+}
+
+// nodesFor packs pods first-fit-decreasing onto copies of the first
+// group's template (the chunk shapes of one type are equal) and returns how
+// many nodes they take. Pods that do not fit even an empty node are left
+// out, as CA does.
+func (a *Autoscaler) nodesFor(ctx context.Context, groups []*protos.NodeGroup, pods []*corev1.Pod) (int32, error) {
+	if len(groups) == 0 {
+		return 0, nil
+	}
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	r, err := a.cfg.Client.NodeGroupTemplateNodeInfo(c, &protos.NodeGroupTemplateNodeInfoRequest{Id: groups[0].GetId()})
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("TemplateNodeInfo %s: %w", groups[0].GetId(), err)
+	}
+	var tpl corev1.Node
+	if err := tpl.Unmarshal(r.GetNodeBytes()); err != nil {
+		return 0, fmt.Errorf("decoding the template of %s: %w", groups[0].GetId(), err)
+	}
+	capa := amounts(tpl.Status.Allocatable)
+	reqs := make([][3]int64, 0, len(pods))
+	for _, p := range pods {
+		var cpu, mem resource.Quantity
+		for _, ctr := range p.Spec.Containers {
+			cpu.Add(ctr.Resources.Requests[corev1.ResourceCPU])
+			mem.Add(ctr.Resources.Requests[corev1.ResourceMemory])
+		}
+		req := [3]int64{cpu.MilliValue(), mem.Value(), 1}
+		if req[0] > capa[0] || req[1] > capa[1] || req[2] > capa[2] {
+			continue
+		}
+		reqs = append(reqs, req)
+	}
+	sort.Slice(reqs, func(i, j int) bool { return reqs[i][0] > reqs[j][0] })
+	var bins [][3]int64 // free amounts per new node
+	for _, r := range reqs {
+		placed := false
+		for i := range bins {
+			if r[0] <= bins[i][0] && r[1] <= bins[i][1] && r[2] <= bins[i][2] {
+				bins[i] = [3]int64{bins[i][0] - r[0], bins[i][1] - r[1], bins[i][2] - r[2]}
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			bins = append(bins, [3]int64{capa[0] - r[0], capa[1] - r[1], capa[2] - r[2]})
+		}
+	}
+	return int32(len(bins)), nil
+}
+
+func amounts(l corev1.ResourceList) [3]int64 {
+	cpu, mem, pods := l[corev1.ResourceCPU], l[corev1.ResourceMemory], l[corev1.ResourcePods]
+	return [3]int64{cpu.MilliValue(), mem.Value(), pods.Value()}
+}
+
+func unschedulable(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
+func ready(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
