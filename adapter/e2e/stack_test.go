@@ -46,6 +46,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
+	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
@@ -161,14 +162,6 @@ func (s *stack) brokerClient(clusterID string, role api.Role) *brokerclient.Clie
 	return c
 }
 
-// peeringUsers stands in for liqoctl on a provider.
-type peeringUsers struct{ provider string }
-
-func (p peeringUsers) GeneratePeeringUser(_ context.Context, consumer string) (string, error) {
-	return "kubeconfig of " + p.provider + " for " + consumer, nil
-}
-func (peeringUsers) DeletePeeringUser(context.Context, string) error { return nil }
-
 // startProvider runs a real provider agent over a cluster with one node of
 // 6 CPU / 12 GiB: three standard chunks.
 func (s *stack) startProvider(id string) { s.startProviderSized(id, 3) }
@@ -191,9 +184,10 @@ func (s *stack) startProviderSized(id string, chunks int64) {
 	}
 	a, err := provider.New(provider.Config{
 		ClusterID: id, LiqoClusterID: "liqo-" + id,
-		Kube:     kubefake.NewClientset(node),
-		Broker:   s.brokerClient(id, api.RoleProvider),
-		Driver:   peeringUsers{provider: id},
+		Kube:   kubefake.NewClientset(node),
+		Broker: s.brokerClient(id, api.RoleProvider),
+		// The simulated Liqo mints a well-formed (secret-free) kubeconfig.
+		Driver:   liqosim.NewDriver(nil, liqosim.DriverOptions{LocalClusterID: "liqo-" + id, Logger: s.logger}),
 		Interval: time.Second, Debounce: 50 * time.Millisecond,
 		Logger: s.logger.With("provider", id),
 	})
@@ -238,13 +232,19 @@ func fakeConsumerCluster(t testing.TB) (kubernetes.Interface, client.Client) {
 // startConsumer runs the real consumer agent on the given cluster, the
 // Liqo stand-in and the adapter; it returns the adapter's gRPC client.
 func (s *stack) startConsumer(kube kubernetes.Interface, cl client.Client) protos.CloudProviderClient {
+	return s.startConsumerWith(kube, cl, consumerDriver{}, true)
+}
+
+// startConsumerWith runs the consumer agent with driver; standIn runs the
+// Liqo stand-in (otherwise the caller runs a Liqo simulation).
+func (s *stack) startConsumerWith(kube kubernetes.Interface, cl client.Client, driver consumer.Peerer, standIn bool) protos.CloudProviderClient {
 	s.t.Helper()
 	s.consumerKube = kube
 	a, err := consumer.New(consumer.Config{
 		ClusterID: consumerID, Namespace: namespace,
 		Kube: kube, Client: cl,
 		Broker:   s.brokerClient(consumerID, api.RoleConsumer),
-		Driver:   consumerDriver{},
+		Driver:   driver,
 		Interval: time.Second, PolicyPoll: time.Second, Resync: 500 * time.Millisecond, NodeWait: 20 * time.Second,
 		Logger: s.logger.With("consumer", consumerID),
 	})
@@ -252,7 +252,9 @@ func (s *stack) startConsumer(kube kubernetes.Interface, cl client.Client) proto
 		s.t.Fatal(err)
 	}
 	s.run("consumer agent", a.Run)
-	s.run("liqo stand-in", func(ctx context.Context) error { return s.liqoStandIn(ctx, cl, kube) })
+	if standIn {
+		s.run("liqo stand-in", func(ctx context.Context) error { return s.liqoStandIn(ctx, cl, kube) })
+	}
 	local := httptest.NewServer(a.LocalAPI())
 	s.t.Cleanup(local.Close)
 
@@ -427,12 +429,19 @@ func TestConformanceRealAgentAndBroker(t *testing.T) {
 	conformance(t, kube, cl)
 }
 
-// conformance runs the scenario with the consumer cluster kube/cl.
+// conformance runs the scenario with the consumer cluster kube/cl and the
+// Liqo stand-in.
 func conformance(t *testing.T, kube kubernetes.Interface, ccl client.Client) {
 	s := startStack(t)
 	s.startProvider("p1")
 	s.startProvider("p2")
 	cl := s.startConsumer(kube, ccl)
+	scenario(t, s, cl, true)
+}
+
+// scenario plays CA: 0→5 over two providers, then (withLoss) a provider
+// lost mid-way, then back to 0.
+func scenario(t *testing.T, s *stack, cl protos.CloudProviderClient, withLoss bool) {
 	s.ca = &catest.Autoscaler{
 		Client: cl, Now: time.Now, Generation: catest.CA135,
 		MaxNodeProvisionTime: time.Minute,
@@ -467,6 +476,13 @@ func conformance(t *testing.T, kube kubernetes.Interface, ccl client.Client) {
 				t.Fatalf("node %s has no providerID", n.Name)
 			}
 		}
+	}
+
+	if !withLoss {
+		start = time.Now()
+		s.until(0, "zero borrowed nodes", 60*time.Second, steady(0))
+		t.Logf("scale 5→0: %s", time.Since(start).Round(time.Millisecond))
+		return
 	}
 
 	// 2. A provider lost mid-way: p2's agent stops and its virtual nodes go
