@@ -11,7 +11,7 @@ import (
 )
 
 // TestScriptFailures: a bad bundle, a wrong role, a missing kubectl, an
-// unreachable cluster, a missing binary each stop the script with exit 1
+// unreachable cluster, a missing binary or image each stop the script with exit 1
 // and ONE line on stderr saying what to do. None needs a cluster.
 func TestScriptFailures(t *testing.T) {
 	need(t)
@@ -43,6 +43,7 @@ func TestScriptFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	img := []string{"--image", "registry.example.org/fa:v1"}
 	for _, tc := range []struct {
 		name, script string
 		args         []string
@@ -55,11 +56,11 @@ func TestScriptFailures(t *testing.T) {
 		{"bundle without a role", "provider-up.sh", []string{"--bundle", noRole}, "lacks role, clusterId or brokerURL"},
 		{"consumer bundle to provider-up", "provider-up.sh", []string{"--bundle", consumer}, "was issued for a consumer, not a provider: use consumer-up.sh"},
 		{"provider bundle to consumer-up", "consumer-up.sh", []string{"--bundle", provider}, "was issued for a provider, not a consumer: use provider-up.sh"},
-		{"missing kubectl", "provider-up.sh", []string{"--bundle", provider, "--kubectl", filepath.Join(dir, "no-kubectl")}, "kubectl not found"},
+		{"missing kubectl", "provider-up.sh", []string{"--image", "r.example.org/fa:v1", "--bundle", provider, "--kubectl", filepath.Join(dir, "no-kubectl")}, "kubectl not found"},
 		{"missing kubectl (down)", "central-down.sh", []string{"--kubectl", filepath.Join(dir, "no-kubectl")}, "kubectl not found"},
-		{"unreachable cluster", "provider-up.sh", []string{"--bundle", provider, "--kubeconfig", unreachable}, "cannot reach the cluster's API server"},
-		{"unreachable cluster (central)", "central-up.sh", []string{"--kubeconfig", unreachable}, "cannot reach the cluster's API server"},
-		{"unreachable cluster (mocks)", "mock-up.sh", []string{"--kubeconfig", unreachable}, "cannot reach the cluster's API server"},
+		{"unreachable cluster", "provider-up.sh", []string{"--image", "r.example.org/fa:v1", "--bundle", provider, "--kubeconfig", unreachable}, "cannot reach the cluster's API server"},
+		{"unreachable cluster (central)", "central-up.sh", append([]string{"--kubeconfig", unreachable}, img...), "cannot reach the cluster's API server"},
+		{"unreachable cluster (mocks)", "mock-up.sh", append([]string{"--kubeconfig", unreachable}, img...), "cannot reach the cluster's API server"},
 		{"unreachable cluster (down)", "consumer-down.sh", []string{"--kubeconfig", unreachable}, "cannot reach the cluster's API server"},
 		{"missing binary", "central-up.sh", []string{"join", "--cluster-id", "a", "--role", "provider", "--bin", filepath.Join(dir, "no-bin")}, "federation-autoscaler binary not found"},
 		{"join without a CA", "central-up.sh", []string{"join", "--cluster-id", "a", "--role", "provider", "--pki-dir", filepath.Join(dir, "empty")}, "no federation CA"},
@@ -68,6 +69,7 @@ func TestScriptFailures(t *testing.T) {
 		{"bad namespace", "mock-up.sh", []string{"--namespace", "Bad_NS"}, "is not a DNS-1123 label"},
 		{"bad node port", "central-up.sh", []string{"--api-node-port", "8443"}, "is not a node port"},
 		{"bad image", "mock-up.sh", []string{"--image", "x; rm -rf /"}, "is not an image reference"},
+		{"no image", "mock-up.sh", nil, "--image REF is required"},
 		{"bad driver", "consumer-up.sh", []string{"--bundle", consumer, "--liqo-driver", "helm"}, "use liqoctl (real Liqo) or sim"},
 		{"unknown flag", "consumer-down.sh", []string{"--force"}, "unknown argument --force"},
 	} {

@@ -2,7 +2,7 @@
 # Removes what central-up.sh created. See README.md.
 set -euo pipefail
 FA_SCRIPT="central-down.sh"
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {

@@ -3,7 +3,7 @@
 # See deploy/standalone/README.md and docs/deploy.md.
 set -euo pipefail
 FA_SCRIPT="central-up.sh"
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {

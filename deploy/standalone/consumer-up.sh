@@ -4,7 +4,7 @@
 # Autoscaler. See deploy/standalone/README.md and docs/deploy.md.
 set -euo pipefail
 FA_SCRIPT="consumer-up.sh"
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
@@ -66,8 +66,8 @@ case "${placement}" in
   *) die "--placement ${placement}: use Standard, Price, Eco or Latency (Weighted needs weights: edit the ConsumerPolicy afterwards)" ;;
 esac
 fa_check_url --mock-geo-url "${geo_url}"
-fa_check_image
 fa_read_bundle "${bundle}" consumer
+fa_check_image
 fa_need_kubectl
 fa_need_cluster
 fa_need_bin

@@ -20,7 +20,7 @@ FA_MANIFESTS="$(cd "${FA_HERE}/../manifests" && pwd)"
 
 # Common options (set by fa_common_flag, read by the scripts).
 FA_KUBECONFIG="${FA_KUBECONFIG:-}"
-FA_IMAGE="${FA_IMAGE:-ghcr.io/federation-autoscaler/federation-autoscaler:v0.1.0}"
+FA_IMAGE="${FA_IMAGE:-}"
 FA_DRY_RUN=false
 FA_NAMESPACE=""
 FA_KUBECTL="${FA_KUBECTL:-kubectl}"
@@ -57,7 +57,9 @@ fa_common_flag() {
 FA_COMMON_HELP="Common options:
   --kubeconfig FILE   kubeconfig of the target cluster (default: kubectl's)
   --namespace NS      namespace of this role's objects
-  --image REF         federation-autoscaler image (default ${FA_IMAGE})
+  --image REF         federation-autoscaler image to run (required by the up
+                      scripts; or FA_IMAGE): build and push it first, see
+                      docs/deploy.md
   --dry-run           print the manifests a real run would apply (the same
                       bytes) or the objects down would delete; change nothing
                       in the cluster
@@ -97,6 +99,8 @@ fa_check_url() {
 # fa_check_image: a plausible image reference without shell or YAML
 # metacharacters (it is written into the rendered manifests).
 fa_check_image() {
+  [[ -n "${FA_IMAGE}" ]] ||
+    die "--image REF is required: build and push the image (docker build -t REGISTRY/federation-autoscaler:VERSION .) and pass it, or set FA_IMAGE"
   [[ "${FA_IMAGE}" =~ ^[a-z0-9][a-z0-9._/:@-]*$ ]] ||
     die "--image \"${FA_IMAGE}\" is not an image reference like registry.example.org/federation-autoscaler:v1.0.0"
 }

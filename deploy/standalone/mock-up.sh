@@ -2,7 +2,7 @@
 # Deploys mock-geo and mock-eco (labs and demos). See README.md.
 set -euo pipefail
 FA_SCRIPT="mock-up.sh"
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {

@@ -3,7 +3,7 @@
 # See deploy/standalone/README.md and docs/deploy.md.
 set -euo pipefail
 FA_SCRIPT="provider-up.sh"
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
@@ -58,8 +58,8 @@ fa_check_port --console-node-port "${console_port}"
 [[ -z "${sharing}" || -f "${sharing}" ]] || die "--sharing-file ${sharing}: no such file"
 fa_check_url --mock-geo-url "${geo_url}"
 fa_check_url --mock-eco-url "${eco_url}"
-fa_check_image
 fa_read_bundle "${bundle}" provider
+fa_check_image
 fa_need_kubectl
 fa_need_cluster
 if [[ "${driver}" == liqoctl ]] && ! fa_has_crd foreignclusters.core.liqo.io; then
