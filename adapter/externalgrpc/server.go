@@ -474,7 +474,7 @@ func (s *Server) NodeGroupIncreaseSize(ctx context.Context, req *protos.NodeGrou
 		switch {
 		case r.err == nil:
 			ok = append(ok, r.id)
-			s.pending[r.id] = &pendingReservation{groupID: g.id, provider: g.provider, liqoID: g.liqoID, typ: g.typ, createdAt: now}
+			s.pending[r.id] = &pendingReservation{seq: s.seq, groupID: g.id, provider: g.provider, liqoID: g.liqoID, typ: g.typ, createdAt: now}
 		case !r.tried || isDefinite(r.err):
 			failed = append(failed, r.err)
 		default:

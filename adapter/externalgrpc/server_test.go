@@ -780,3 +780,41 @@ func TestVanishedGroupAnswersByIDForAWhile(t *testing.T) {
 	_, err := h.cl.NodeGroupTargetSize(ctx(t), &protos.NodeGroupTargetSizeRequest{Id: "ng-p2-standard"})
 	wantCode(t, err, codes.NotFound)
 }
+
+func TestReservationEndedBeforePeeringIsReportedFailed(t *testing.T) {
+	fake := localapitest.New(stdGroup("p1", 4, 0))
+	h := newHarness(t, fake)
+	if err := h.increase(t, g1, 2); err != nil {
+		t.Fatal(err)
+	}
+	// Before the broker has seen anything end, both are simply Creating.
+	for _, in := range h.instances(t, g1) {
+		if in.GetStatus().GetErrorInfo() != nil {
+			t.Fatalf("instance %v marked failed too early", in)
+		}
+	}
+	res := fake.Reservations()
+	fake.Abort(res[0].ID) // its peering failed before any virtual node existed
+	h.expire()
+	var failed []*protos.Instance
+	for _, in := range h.instances(t, g1) {
+		if in.GetStatus().GetErrorInfo().GetErrorCode() != "" {
+			failed = append(failed, in)
+		}
+	}
+	if len(failed) != 1 {
+		t.Fatalf("%d failed instances, want exactly 1", len(failed))
+	}
+	if !strings.Contains(failed[0].GetStatus().GetErrorInfo().GetErrorMessage(), "no longer live") {
+		t.Fatalf("error info %v", failed[0].GetStatus().GetErrorInfo())
+	}
+	// CA deletes it through its fake node; the target drops.
+	if _, err := h.cl.NodeGroupDeleteNodes(ctx(t), &protos.NodeGroupDeleteNodesRequest{Id: g1, Nodes: []*protos.ExternalGrpcNode{
+		{Name: failed[0].GetId(), ProviderID: failed[0].GetId()},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.target(t, g1); got != 1 {
+		t.Fatalf("target = %d, want 1", got)
+	}
+}

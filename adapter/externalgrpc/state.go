@@ -54,7 +54,9 @@ type instance struct {
 	group         *group
 	state         instanceState
 	// peered is false while the reservation has no VirtualNodeState yet.
-	peered      bool
+	peered bool
+	// pendingSeq is pendingReservation.seq for unpeered instances.
+	pendingSeq  uint64
 	message     string
 	since       time.Time
 	allocatable corev1.ResourceList
@@ -106,6 +108,9 @@ type knownGroup struct {
 // pendingReservation is a reservation the adapter created whose
 // VirtualNodeState has not appeared yet.
 type pendingReservation struct {
+	// seq is the mutation counter once the reservation was recorded: a
+	// fetch started at seq ≥ this one sees it in the broker's view.
+	seq       uint64
 	groupID   string
 	provider  string
 	liqoID    string
@@ -319,6 +324,7 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 			group:         g,
 			state:         stateCreating,
 			since:         p.createdAt,
+			pendingSeq:    p.seq,
 		})
 	}
 	for id, r := range s.released {
@@ -368,6 +374,7 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 	}
 
 	for _, g := range st.byID {
+		markDeadPending(g, seq)
 		sort.Slice(g.instances, func(i, j int) bool { return g.instances[i].providerID < g.instances[j].providerID })
 		for _, in := range g.instances {
 			if in.state != stateDeleting {
@@ -413,4 +420,39 @@ func (st *state) resolve(providerID, name string) *instance {
 		}
 	}
 	return nil
+}
+
+// markDeadPending reports as failed the unpeered reservations the broker no
+// longer counts. A reservation whose peering fails before the agent created
+// its VirtualNodeState (e.g. the provider's credential was refused) never
+// shows up in the virtual-node list; without this CA would wait
+// --max-node-provision-time for it. The broker's currentReserved counts
+// this consumer's (our broker) or everyone's (reference) live reservations
+// in the group, so it is never below ours unless some of ours ended; only
+// reservations recorded before the fetch started (seq) are weighed, so a
+// view older than the reservation cannot condemn it. The oldest are marked.
+func markDeadPending(g *group, seq uint64) {
+	if g.view == nil {
+		return
+	}
+	var candidates []*instance
+	live := int32(0)
+	for _, in := range g.instances {
+		switch {
+		case !in.peered && in.state == stateCreating && in.pendingSeq <= seq:
+			candidates = append(candidates, in)
+			live++
+		case in.peered && (in.state == stateCreating || in.state == stateRunning):
+			live++
+		}
+	}
+	excess := live - g.view.CurrentReserved
+	if excess <= 0 || len(candidates) == 0 {
+		return
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].since.Before(candidates[j].since) })
+	for _, in := range candidates[:min(int(excess), len(candidates))] {
+		in.state = stateFailed
+		in.message = "reservation " + in.reservationID + " is no longer live at the broker: it ended before its virtual node was created"
+	}
 }

@@ -424,3 +424,20 @@ func (a *Agent) VirtualNodes() []localapi.VirtualNode {
 	sort.Slice(out, func(i, j int) bool { return out[i].ReservationID < out[j].ReservationID })
 	return out
 }
+
+// Abort ends reservation id at the "broker" without any virtual node (its
+// peering failed before the agent created one): it stops counting in the
+// group's currentReserved.
+func (a *Agent) Abort(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r, ok := a.reservations[id]
+	if !ok || r.Released {
+		return false
+	}
+	r.Released = true
+	if g := a.groupLocked(r.Request.ProviderClusterID, r.Request.ChunkType); g != nil && g.CurrentReserved > 0 {
+		g.CurrentReserved--
+	}
+	return true
+}
