@@ -1,0 +1,337 @@
+package demo_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+func testLogger() *slog.Logger {
+	if os.Getenv("FA_DEMO_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// driver drives a running demo through its public surfaces only: the
+// consumer console over HTTP (login, CSRF-protected forms), the broker's
+// overview on the dashboard listener and the consumer cluster's Kubernetes
+// API.
+type driver struct {
+	t        *testing.T
+	fed      *demo.Federation
+	http     *http.Client
+	consumer kubernetes.Interface
+}
+
+func newDriver(t *testing.T, fed *demo.Federation) *driver {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	d := &driver{t: t, fed: fed, http: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+	kube, err := kubernetes.NewForConfig(fed.Consumer.Cluster.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.consumer = kube
+	resp, err := d.http.PostForm(fed.Consumer.ConsoleURL+"/login", url.Values{"token": {fed.ConsoleToken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, "/") {
+		t.Fatalf("console login: %s at %s", resp.Status, resp.Request.URL)
+	}
+	return d
+}
+
+var csrfRE = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
+
+// post submits a console form with the page's CSRF token.
+func (d *driver) post(path string, form url.Values) {
+	d.t.Helper()
+	resp, err := d.http.Get(d.fed.Consumer.ConsoleURL + "/")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	m := csrfRE.FindSubmatch(body)
+	if m == nil {
+		d.t.Fatalf("no CSRF token on the consumer console page (%s)", resp.Status)
+	}
+	form.Set("_csrf", string(m[1]))
+	resp, err = d.http.PostForm(d.fed.Consumer.ConsoleURL+path, form)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Request.URL.RawQuery, "ok=") {
+		d.t.Fatalf("POST %s: %s at %s: %.400s", path, resp.Status, resp.Request.URL, body)
+	}
+}
+
+func (d *driver) policy(p string, weights map[string]string) {
+	d.t.Helper()
+	form := url.Values{"policy": {p}}
+	for k, v := range weights {
+		form.Set(k, v)
+	}
+	d.post("/policy", form)
+}
+
+func (d *driver) workload(on bool, replicas int) {
+	d.t.Helper()
+	form := url.Values{"replicas": {fmt.Sprint(replicas)}, "pod_cpu": {"1"}, "pod_memory": {"1Gi"}}
+	if on {
+		form.Set("enabled", "on")
+	}
+	d.post("/workload", form)
+}
+
+func (d *driver) overview() api.Overview {
+	d.t.Helper()
+	resp, err := d.http.Get(d.fed.DashboardURL + "/api/v1/overview")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var o api.Overview
+	if err := json.NewDecoder(resp.Body).Decode(&o); err != nil {
+		d.t.Fatalf("overview: %v", err)
+	}
+	return o
+}
+
+// virtualNodes counts the consumer's Ready virtual nodes per provider.
+func (d *driver) virtualNodes() map[string]int {
+	d.t.Helper()
+	nodes, err := d.consumer.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: liqo.TypeLabel + "=" + liqo.VirtualNodeType})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, n := range nodes.Items {
+		out[n.Labels[liqo.RemoteClusterIDLabel]]++
+	}
+	return out
+}
+
+// pods returns the workload's Running and other pods.
+func (d *driver) pods() (running, other int) {
+	d.t.Helper()
+	list, err := d.consumer.CoreV1().Pods("demo").List(context.Background(), metav1.ListOptions{LabelSelector: cluster.WorkloadLabel})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			running++
+		} else {
+			other++
+		}
+	}
+	return running, other
+}
+
+// live returns the consumer's non-terminal reservations per provider.
+func (d *driver) live() map[string]int {
+	out := map[string]int{}
+	for _, r := range d.overview().Reservations {
+		if r.ConsumerClusterID == demo.ConsumerID && !r.Status.Terminal() {
+			out[r.ProviderClusterID]++
+		}
+	}
+	return out
+}
+
+func (d *driver) eventually(what string, timeout time.Duration, cond func() (bool, string)) {
+	d.t.Helper()
+	deadline := time.Now().Add(timeout)
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%s not reached within %s; last state: %s", what, timeout, last)
+		}
+		time.Sleep(100 * time.Millisecond) // polling a condition
+	}
+}
+
+// runningOn waits for replicas Running pods, every borrowed node and every
+// live reservation on want (a provider id → count of chunks, exact).
+func (d *driver) runningOn(replicas int, want map[string]int) time.Duration {
+	d.t.Helper()
+	start := time.Now()
+	d.eventually(fmt.Sprintf("%d pods Running on %v", replicas, want), 60*time.Second, func() (bool, string) {
+		run, other := d.pods()
+		vn, live := d.virtualNodes(), d.live()
+		state := fmt.Sprintf("pods running=%d other=%d, virtual nodes %v, live reservations %v", run, other, vn, live)
+		return run == replicas && other == 0 && equal(vn, want) && equal(live, want), state
+	})
+	return time.Since(start)
+}
+
+func equal(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// off switches the workload off and waits for zero borrowed nodes and every
+// reservation of the consumer terminal, the ones it gave back Released.
+func (d *driver) off() {
+	d.t.Helper()
+	d.workload(false, 6)
+	d.eventually("scale-down to zero borrowed nodes, reservations Released", 60*time.Second, func() (bool, string) {
+		vn := d.virtualNodes()
+		var notReleased []string
+		for _, r := range d.overview().Reservations {
+			if r.ConsumerClusterID == demo.ConsumerID && r.Status != api.PhaseReleased && r.Status != api.PhaseFailed {
+				notReleased = append(notReleased, r.ReservationID+"="+string(r.Status))
+			}
+		}
+		sort.Strings(notReleased)
+		return len(vn) == 0 && len(notReleased) == 0, fmt.Sprintf("virtual nodes %v, not released %v", vn, notReleased)
+	})
+}
+
+// startFederation starts the scenario federation: the three default
+// providers plus Tokyo, the cheapest of all, which denies the consumer.
+// The broker's staleness window is shortened to 3 s (with advertisements
+// every second) so that a stopped provider is noticed quickly.
+func startFederation(t *testing.T) *demo.Federation {
+	t.Helper()
+	provs := demo.DefaultProviders(3)
+	tokyo := demo.DefaultProviders(6)[5]
+	tokyo.CPUPrice, tokyo.MemoryPrice, tokyo.DeniedConsumers = "0.001", "0.0001", []string{demo.ConsumerID}
+	provs = append(provs, tokyo)
+	ctx, cancel := context.WithCancel(context.Background())
+	fed, err := demo.Start(ctx, demo.Options{
+		DataDir: t.TempDir(), Providers: provs, PeeringDelay: 0, ScanInterval: time.Second,
+		ScaleDownUnneededTime: 2 * time.Second, ProviderStaleAfter: 3 * time.Second, AdvertiseInterval: time.Second,
+		Logger: testLogger(),
+	})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := fed.Stop(); err != nil {
+			t.Errorf("demo stopped with: %v", err)
+		}
+	})
+	return fed
+}
+
+// TestScenarios runs the issue's scenarios in order on one federation.
+func TestScenarios(t *testing.T) {
+	fed := startFederation(t)
+	d := newDriver(t, fed)
+	d.eventually("four providers advertised", 30*time.Second, func() (bool, string) {
+		o := d.overview()
+		return len(o.Advertisements) == 4, fmt.Sprintf("%d advertisements", len(o.Advertisements))
+	})
+
+	steps := []struct {
+		name    string
+		policy  string
+		weights map[string]string
+		want    string
+	}{
+		{"Price", "Price", nil, "sydney"},
+		{"Eco", "Eco", nil, "montreal"},
+		{"Latency", "Latency", nil, "paris"},
+		{"Weighted", "Weighted", map[string]string{"w_carbon": "1"}, "montreal"},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, func(t *testing.T) {
+			d.t = t
+			d.policy(s.policy, s.weights)
+			start := time.Now()
+			d.workload(true, 6)
+			// 6 pods of 1 CPU: 2 on the local 2-CPU node, 4 in two chunks.
+			d.runningOn(6, map[string]int{s.want: 2})
+			t.Logf("%s: workload on → 6 pods Running on %s in %s", s.name, s.want, time.Since(start).Round(time.Millisecond))
+			d.off()
+		}) {
+			return
+		}
+	}
+	if !t.Run("Spill", func(t *testing.T) {
+		d.t = t
+		d.policy("Price", nil)
+		// 12 pods: 10 borrowed = 5 chunks; Sydney has 4.
+		d.workload(true, 12)
+		d.runningOn(12, map[string]int{"sydney": 4, "montreal": 1})
+		d.off()
+	}) {
+		return
+	}
+	t.Run("ProviderStopped", func(t *testing.T) {
+		d.t = t
+		d.policy("Price", nil)
+		d.workload(true, 6)
+		d.runningOn(6, map[string]int{"sydney": 2})
+		var sydney *demo.Provider
+		for _, p := range fed.Providers {
+			if p.Spec.ID == "sydney" {
+				sydney = p
+			}
+		}
+		sydney.Stop()
+		d.runningOn(6, map[string]int{"montreal": 2})
+		failed := 0
+		for _, r := range d.overview().Reservations {
+			if r.ProviderClusterID == "sydney" && r.ConsumerClusterID == demo.ConsumerID {
+				if !r.Status.Terminal() {
+					t.Errorf("reservation %s on the stopped provider is %s", r.ReservationID, r.Status)
+				}
+				if r.Status == api.PhaseFailed {
+					failed++
+				}
+			}
+		}
+		if failed < 2 {
+			t.Errorf("%d reservations on the stopped provider Failed, want 2", failed)
+		}
+		d.off()
+	})
+	// Tokyo, the cheapest, denies the consumer: never used.
+	for _, r := range d.overview().Reservations {
+		if r.ProviderClusterID == "tokyo" {
+			t.Errorf("reservation %s on tokyo, which denies %s", r.ReservationID, demo.ConsumerID)
+		}
+	}
+}
