@@ -92,7 +92,8 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 			if !ok {
 				return
 			}
-			if !send(ev.Type, s.present(req.res, ev.Obj)) {
+			// Every watcher receives the same event object: present a copy.
+			if !send(ev.Type, s.present(req.res, deepCopy(ev.Obj))) {
 				return
 			}
 		}

@@ -54,6 +54,9 @@ type Options struct {
 	// listening on Listen and DashboardListen (a program embedding the
 	// broker binds ephemeral ports first; Run closes them).
 	APIListener, DashboardListener net.Listener
+	// OnDashboard, when set, receives the web dashboard once built (an
+	// embedding program can drop its browsers' websockets).
+	OnDashboard func(*web.Dashboard)
 }
 
 // NewCommand returns the `broker` subcommand. Extra dashboard mounts (the
@@ -154,6 +157,9 @@ func webDashboard(ctx context.Context, svc *reservations.Service, o Options, log
 	d, err := web.NewDashboard(svc, opts)
 	if err != nil {
 		return nil, fmt.Errorf("building the web dashboard: %w", err)
+	}
+	if o.OnDashboard != nil {
+		o.OnDashboard(d)
 	}
 	return func(app *fiber.App) ops.Access {
 		d.Mount(app)
