@@ -631,27 +631,36 @@ func (s *Server) releaseAll(ctx context.Context, rpc string, g *group, targets [
 }
 
 // compensate releases a reservation whose creation has an unknown outcome,
-// in the background, retrying a few times.
+// in the background.
 func (s *Server) compensate(id string) {
+	// The waits before each release attempt. A 404 may only mean that the
+	// create is still on its way (the agent or broker finishing a request
+	// the adapter gave up on), so the release is repeated after it;
+	// releasing is idempotent.
+	delays := [...]time.Duration{0, 2 * time.Second, 10 * time.Second, 30 * time.Second}
 	s.bgWG.Add(1)
 	go func() {
 		defer s.bgWG.Done()
-		backoff := time.Second
-		for attempt := 1; attempt <= 3; attempt++ {
+		for attempt, d := range delays {
+			if d > 0 {
+				select {
+				case <-s.bgCtx.Done():
+					return
+				case <-s.clock.After(d):
+				}
+			}
 			ctx, cancel := context.WithTimeout(s.bgCtx, s.fetchTimeout)
 			_, err := s.agent.Release(ctx, id)
 			cancel()
-			if err == nil || localapi.StatusOf(err) == 404 {
+			switch {
+			case err == nil:
 				s.log.Info("Released a reservation whose creation had an unknown outcome", "reservation", id)
 				return
+			case localapi.StatusOf(err) == 404:
+				// Not there (yet): look again later.
+			default:
+				s.log.Warn("Releasing a reservation whose creation had an unknown outcome failed", "reservation", id, "attempt", attempt+1, "err", err)
 			}
-			s.log.Warn("Releasing a reservation whose creation had an unknown outcome failed", "reservation", id, "attempt", attempt, "err", err)
-			select {
-			case <-s.bgCtx.Done():
-				return
-			case <-s.clock.After(backoff):
-			}
-			backoff *= 2
 		}
 	}()
 }
