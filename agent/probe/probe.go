@@ -132,7 +132,9 @@ func (p *Prober) Measure(ctx context.Context, endpoints []string) map[string]flo
 		p.mu.Unlock()
 		if ok && p.cfg.Clock.Since(c.at) < p.cfg.TTL {
 			if c.rtt >= 0 {
+				mu.Lock() // probes of other endpoints may be writing out
 				out[ep] = c.rtt
+				mu.Unlock()
 			}
 			continue
 		}
