@@ -210,3 +210,65 @@ func TestRearmedSharedInstructionRunsAgain(t *testing.T) {
 		t.Errorf("runs = %v", runs)
 	}
 }
+
+// longSource is fakeSource announcing long polls: like the broker, it
+// answers at once while anything is pending and otherwise waits.
+type longSource struct {
+	*fakeSource
+	wake chan struct{}
+}
+
+func (s *longSource) Instructions(ctx context.Context, wait time.Duration) ([]api.InstructionView, bool, error) {
+	ins, _, _ := s.fakeSource.Instructions(ctx, wait)
+	if len(ins) > 0 {
+		return ins, true, nil
+	}
+	select {
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	case <-s.wake:
+		ins, _, _ = s.fakeSource.Instructions(ctx, wait)
+		return ins, true, nil
+	}
+}
+
+func (s *longSource) add(in api.InstructionView) {
+	s.mu.Lock()
+	s.pending[in.ID] = in
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// TestBusyPauseEndsWhenAResultIsPosted: while a handler runs the broker
+// keeps answering with it; the loop pauses, but a posted result ends the
+// pause, so the next instruction is not held for the busy interval (here an
+// hour: the test would time out).
+func TestBusyPauseEndsWhenAResultIsPosted(t *testing.T) {
+	src := &longSource{fakeSource: newFakeSource(), wake: make(chan struct{}, 1)}
+	release := make(chan struct{})
+	h := map[api.InstructionKind]Handler{
+		api.KindPeer: func(ctx context.Context, in api.InstructionView) (*api.InstructionPayload, error) {
+			if in.ID == "peer-1" {
+				<-release
+			}
+			return &api.InstructionPayload{Kind: api.PayloadPeer}, nil
+		},
+	}
+	l, err := NewLoop(LoopConfig{Source: src, Handlers: h, BusyInterval: time.Hour, PollInterval: time.Hour, ResultRetryInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	src.add(instr("peer-1", "r1", api.KindPeer))
+	eventually(t, "peer-1 running and re-listed", func() bool { src.mu.Lock(); defer src.mu.Unlock(); return src.polls >= 2 })
+	close(release)
+	eventually(t, "peer-1 result", func() bool { return len(src.result("peer-1")) == 1 })
+	src.add(instr("peer-2", "r2", api.KindPeer))
+	eventually(t, "peer-2 result without waiting for the busy interval", func() bool { return len(src.result("peer-2")) == 1 })
+}
