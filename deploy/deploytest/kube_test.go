@@ -21,7 +21,10 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 )
 
-const partOf = "app.kubernetes.io/part-of=federation-autoscaler"
+const (
+	partOf    = "app.kubernetes.io/part-of=federation-autoscaler"
+	testImage = "registry.example.org/fa/federation-autoscaler:v9.9.9"
+)
 
 // cluster is a real kube-apiserver + etcd with typed helpers.
 type cluster struct {
@@ -196,7 +199,7 @@ func versions(m map[string]*unstructured.Unstructured) map[string]string {
 // nothing and prints the same dry run.
 func (c *cluster) upTwice(t *testing.T, dir, component, script string, args ...string) (map[string]*unstructured.Unstructured, result) {
 	t.Helper()
-	args = append([]string{"--kubeconfig", c.env.Kubeconfig, "--image", "registry.example.org/fa/federation-autoscaler:v9.9.9"}, args...)
+	args = append([]string{"--kubeconfig", c.env.Kubeconfig, "--image", testImage}, args...)
 	dry := mustRun(t, dir, script, append(args, "--dry-run")...)
 	if !strings.Contains(dry.Stdout, "kind: ") {
 		t.Fatalf("%s --dry-run printed no manifests:\n%s", script, dry.Stderr)
@@ -206,6 +209,14 @@ func (c *cluster) upTwice(t *testing.T, dir, component, script string, args ...s
 	}
 	real := mustRun(t, dir, script, args...)
 	live := c.checkApplied(t, component, dry.Stdout)
+	for k, o := range live {
+		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		for _, ct := range cs {
+			if img := ct.(map[string]any)["image"].(string); img != testImage && !strings.HasPrefix(img, "registry.k8s.io/autoscaling/cluster-autoscaler:") {
+				t.Errorf("%s runs image %q, want --image %s", k, img, testImage)
+			}
+		}
+	}
 	dry2 := mustRun(t, dir, script, append(args, "--dry-run")...)
 	if dry2.Stdout != dry.Stdout {
 		t.Errorf("a second --dry-run printed other manifests than the first")

@@ -110,7 +110,7 @@ func TestProvider(t *testing.T) {
 		[][3]string{{"get", "secrets", ns}, {"update", "configmaps", "default"}, {"delete", "nodes", ""}, {"create", "customresourcedefinitions.apiextensions.k8s.io", ""}})
 
 	// The simulated driver: no liqoctl RBAC left behind.
-	mustRun(t, dir, "provider-up.sh", "--kubeconfig", c.env.Kubeconfig, "--bundle", bundle, "--namespace", ns, "--liqo-driver", "sim")
+	mustRun(t, dir, "provider-up.sh", "--kubeconfig", c.env.Kubeconfig, "--image", testImage, "--bundle", bundle, "--namespace", ns, "--liqo-driver", "sim")
 	c.checkRBAC(t, ns, "provider-agent", [][3]string{{"list", "nodes", ""}}, [][3]string{{"create", "certificatesigningrequests.certificates.k8s.io", ""}})
 	c.down(t, dir, "provider", "provider-down.sh", "--namespace", ns)
 }
@@ -156,7 +156,7 @@ func TestConsumer(t *testing.T) {
 		[][3]string{{"update", "nodes", ""}, {"list", "pods", ""}, {"create", "pods/eviction", "default"}, {"create", "leases.coordination.k8s.io", ns}},
 		[][3]string{{"get", "secrets", ns}, {"delete", "nodes", ""}, {"create", "leases.coordination.k8s.io", "kube-system"}})
 	// The real Liqo driver: the simulation's RBAC is dropped.
-	mustRun(t, dir, "consumer-up.sh", "--kubeconfig", c.env.Kubeconfig, "--bundle", bundle, "--namespace", ns)
+	mustRun(t, dir, "consumer-up.sh", "--kubeconfig", c.env.Kubeconfig, "--image", testImage, "--bundle", bundle, "--namespace", ns)
 	c.checkRBAC(t, ns, "consumer-agent", [][3]string{{"patch", "nodes", ""}}, [][3]string{{"create", "nodes", ""}})
 	c.down(t, dir, "consumer", "consumer-down.sh", "--namespace", ns)
 }
