@@ -86,6 +86,18 @@ func target(t *testing.T) *Target {
 	if tg != nil {
 		return tg
 	}
+	if os.Getenv("FA_UITEST_FAKE") == "" {
+		d, err := StartDemo(context.Background(), t.TempDir())
+		if err != nil {
+			t.Fatalf("start the demo federation: %v", err)
+		}
+		t.Cleanup(func() {
+			if err := d.Stop(); err != nil {
+				t.Errorf("demo federation: %v", err)
+			}
+		})
+		return &d.Target
+	}
 	f, err := StartFake(context.Background(), t.TempDir(), 250*time.Millisecond)
 	if err != nil {
 		t.Fatalf("start fake federation: %v", err)

@@ -1,9 +1,12 @@
 // Package uitest drives the broker dashboard and the provider and consumer
 // consoles in a real browser (Debian's Chromium through playwright-go).
 //
-// The tests run against a Target: by default an in-process fake federation
-// (StartFake) serving the real web handlers over web/webfake backends; set
-// FA_UITEST_DASHBOARD_URL and friends (see TargetFromEnv) to point them at a
+// The tests run against a Target: by default the demo federation
+// (StartDemo: the real broker, agents, adapter and autoscaler on simulated
+// clusters, in process); FA_UITEST_FAKE=1 selects the fake federation
+// (StartFake: the real web handlers over web/webfake backends, which can
+// pause reservation progress for a screenshot of an instruction in flight);
+// FA_UITEST_DASHBOARD_URL and friends (see TargetFromEnv) point them at a
 // running federation instead.
 package uitest
 
@@ -20,6 +23,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 	"github.com/federation-autoscaler/federation-autoscaler/web/webfake"
@@ -179,4 +183,40 @@ func (f *Fake) Stop() error {
 	default:
 		return nil
 	}
+}
+
+// Demo is the demo federation (mocks/demo) serving the browser tests: the
+// real broker, agents, adapter and autoscaler on simulated clusters.
+type Demo struct {
+	Target
+	Fed    *demo.Federation
+	cancel context.CancelFunc
+}
+
+// StartDemo starts the demo federation with its data in dir (0 s peering
+// delay, 1 s autoscaler scan) and describes it as a Target. The Price
+// policy lands on Sydney, the cheapest of the default providers.
+func StartDemo(ctx context.Context, dir string) (*Demo, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	fed, err := demo.Start(ctx, demo.Options{DataDir: dir, ScanInterval: time.Second, AdvertiseInterval: 5 * time.Second})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	d := &Demo{Fed: fed, cancel: cancel}
+	d.DashboardURL = fed.DashboardURL
+	d.Providers = map[string]Console{}
+	for _, p := range fed.Providers {
+		d.Providers[p.Spec.ID] = Console{URL: p.ConsoleURL, Token: fed.ConsoleToken}
+	}
+	d.Consumer = Console{URL: fed.Consumer.ConsoleURL, Token: fed.ConsoleToken}
+	d.CheapestProvider = "sydney"
+	d.DropDashboardSockets = fed.DropDashboardClients
+	return d, nil
+}
+
+// Stop stops the federation and waits for every component.
+func (d *Demo) Stop() error {
+	d.cancel()
+	return d.Fed.Stop()
 }

@@ -32,9 +32,7 @@ func (f *Federation) serveFiber(ctx context.Context, name string, ln net.Listene
 		if wg != nil {
 			defer wg.Done()
 		}
-		stop := context.AfterFunc(ctx, func() { _ = app.ShutdownWithTimeout(3 * time.Second) })
-		defer stop()
-		return app.Listener(ln)
+		return web.Serve(ctx, app, ln)
 	})
 	f.run(ctx, name+" live updates", func(ctx context.Context) error {
 		if wg != nil {

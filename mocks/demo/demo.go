@@ -58,6 +58,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/server/brokercmd"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
+	"github.com/federation-autoscaler/federation-autoscaler/web"
 )
 
 // ProviderSpec describes one simulated provider.
@@ -200,13 +201,15 @@ type Federation struct {
 	Providers    []*Provider
 	Consumer     *Consumer
 
-	log    *slog.Logger
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	errc   chan error
-	closed chan struct{}
-	once   sync.Once
-	err    error
+	log       *slog.Logger
+	dashMu    sync.Mutex
+	dashboard *web.Dashboard
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	errc      chan error
+	closed    chan struct{}
+	once      sync.Once
+	err       error
 }
 
 // AgentNamespace is where the agents keep their objects.
@@ -235,6 +238,18 @@ func Start(ctx context.Context, o Options) (*Federation, error) {
 		f.once.Do(func() { close(f.closed) })
 	}()
 	return f, nil
+}
+
+// DropDashboardClients disconnects every browser of the broker dashboard
+// (they reconnect by themselves): the browser tests' server-side websocket
+// kill.
+func (f *Federation) DropDashboardClients(ctx context.Context) {
+	f.dashMu.Lock()
+	d := f.dashboard
+	f.dashMu.Unlock()
+	if d != nil {
+		d.DropClients(ctx)
+	}
 }
 
 // Done is closed when the federation stops on its own (a component
@@ -390,6 +405,7 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 		// per-certificate limit is sized for real CA's 10 s.
 		RateLimitBurst: 200, RateLimitRPS: 100,
 		APIListener: apiLn, DashboardListener: dashLn,
+		OnDashboard: func(d *web.Dashboard) { f.dashMu.Lock(); f.dashboard = d; f.dashMu.Unlock() },
 	}
 	f.run(ctx, "broker", func(ctx context.Context) error { return brokercmd.Run(ctx, bo, o.Logger.With("component", "broker")) })
 

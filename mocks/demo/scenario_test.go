@@ -38,13 +38,13 @@ func testLogger() *slog.Logger {
 // overview on the dashboard listener and the consumer cluster's Kubernetes
 // API.
 type driver struct {
-	t        *testing.T
+	t        testing.TB
 	fed      *demo.Federation
 	http     *http.Client
 	consumer kubernetes.Interface
 }
 
-func newDriver(t *testing.T, fed *demo.Federation) *driver {
+func newDriver(t testing.TB, fed *demo.Federation) *driver {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	d := &driver{t: t, fed: fed, http: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
