@@ -44,6 +44,10 @@ func TestScriptFailures(t *testing.T) {
 	}
 
 	img := []string{"--image", "registry.example.org/fa:v1"}
+	short := filepath.Join(dir, "short-token")
+	if err := os.WriteFile(short, []byte("tooshort\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, script string
 		args         []string
@@ -70,6 +74,7 @@ func TestScriptFailures(t *testing.T) {
 		{"bad node port", "central-up.sh", []string{"--api-node-port", "8443"}, "is not a node port"},
 		{"bad image", "mock-up.sh", []string{"--image", "x; rm -rf /"}, "is not an image reference"},
 		{"no image", "mock-up.sh", nil, "--image REF is required"},
+		{"short dashboard token", "central-up.sh", append([]string{"--dashboard-token-file", short}, img...), "the token has 8 characters, use at least 16"},
 		{"bad driver", "consumer-up.sh", []string{"--bundle", consumer, "--liqo-driver", "helm"}, "use liqoctl (real Liqo) or sim"},
 		{"unknown flag", "consumer-down.sh", []string{"--force"}, "unknown argument --force"},
 	} {

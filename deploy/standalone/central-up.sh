@@ -95,7 +95,12 @@ fa_check_port --api-node-port "${api_port}"
 fa_check_port --dashboard-node-port "${dash_port}"
 [[ "${api_port}" != "${dash_port}" ]] || die "--api-node-port and --dashboard-node-port must differ"
 fa_check_image
-[[ -z "${token_file}" || -f "${token_file}" ]] || die "--dashboard-token-file ${token_file}: no such file"
+if [[ -n "${token_file}" ]]; then
+  [[ -f "${token_file}" ]] || die "--dashboard-token-file ${token_file}: no such file"
+  token="$(tr -d '[:space:]' <"${token_file}")"
+  ((${#token} >= 16)) || die "--dashboard-token-file ${token_file}: the token has ${#token} characters, use at least 16 (e.g. head -c 24 /dev/urandom | base64)"
+  unset token
+fi
 fa_need_kubectl
 fa_need_cluster
 fa_need_bin
