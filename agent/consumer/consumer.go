@@ -14,6 +14,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -102,6 +103,12 @@ type Agent struct {
 	beat     chan struct{} // heartbeat now
 	resync   chan struct{} // resync now
 	reserved sync.Map      // reservation id → time.Time of the reserve call
+	// held lists the reservations made through the local API since the
+	// agent started (id → struct{}); Resync reports those the broker has
+	// peered but that have no local VirtualNodeState.
+	held sync.Map
+	// missing counts the missing chunks Resync reported.
+	missing atomic.Int64
 
 	mu       sync.Mutex
 	rtts     map[string]float64 // provider → ms
@@ -158,8 +165,14 @@ func New(cfg Config) (*Agent, error) {
 		}),
 	}
 	if cfg.Registerer != nil {
-		if err := cfg.Registerer.Register(a.reserveToPeer); err != nil {
-			return nil, fmt.Errorf("registering consumer metrics: %w", err)
+		missing := prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "fa_agent_missing_virtual_nodes_total",
+			Help: "Chunks the broker holds as peered that Resync found without a working local virtual node.",
+		}, func() float64 { return float64(a.missing.Load()) })
+		for _, c := range []prometheus.Collector{a.reserveToPeer, missing} {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("registering consumer metrics: %w", err)
+			}
 		}
 	}
 	a.proj = newProjector(a)
@@ -194,6 +207,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	return a, nil
 }
+
+// MissingReports is how many missing chunks Resync has reported.
+func (a *Agent) MissingReports() int64 { return a.missing.Load() }
 
 // ReserveToPeer is the histogram of reserve → Peer-handler start.
 func (a *Agent) ReserveToPeer() prometheus.Histogram { return a.reserveToPeer }

@@ -262,6 +262,7 @@ func (a *Agent) handleCleanup(ctx context.Context, in api.InstructionView) (*api
 // virtual node of reservation res; with unpeer it also tears the peering
 // down. The Secret is always deleted last. Missing objects are fine.
 func (a *Agent) removeLocal(ctx context.Context, res, provLiqo string, unpeer bool) error {
+	a.held.Delete(res)
 	var errs []error
 	vnsKey := client.ObjectKey{Namespace: a.cfg.Namespace, Name: fav1alpha1.VirtualNodeStateName(res)}
 	var v fav1alpha1.VirtualNodeState

@@ -45,3 +45,47 @@ func TestHeartbeatCarriesPolicyAndReservations(t *testing.T) {
 		t.Error("a released chunk does not change the heartbeat")
 	}
 }
+
+func TestResyncRemovesOrphansAndReportsMissing(t *testing.T) {
+	b := &stubBroker{reserveStatus: []int{201}, phases: map[string]api.Phase{"res-live": api.PhasePeered}}
+	orphan := &fav1alpha1.VirtualNodeState{ObjectMeta: metav1.ObjectMeta{Name: "vns-res-gone", Namespace: "fa"},
+		Spec: fav1alpha1.VirtualNodeStateSpec{ReservationID: "res-gone", ProviderLiqoClusterID: "liqo-p"}}
+	live := &fav1alpha1.VirtualNodeState{ObjectMeta: metav1.ObjectMeta{Name: "vns-res-live", Namespace: "fa"},
+		Spec: fav1alpha1.VirtualNodeStateSpec{ReservationID: "res-live", ProviderLiqoClusterID: "liqo-p"}}
+	a := newTestAgent(t, b, orphan, live)
+	// A reservation made through the local API whose chunk vanished locally.
+	if rec := do(t, a.LocalAPI(), "POST", "/local/reservations", `{"providerClusterId":"p","chunkCount":1,"chunkType":"standard"}`,
+		map[string]string{api.HeaderReservationID: "res-lost"}); rec.Code != 201 {
+		t.Fatalf("reserve %d", rec.Code)
+	}
+	b.mu.Lock()
+	b.phases["res-lost"] = api.PhasePeered
+	b.mu.Unlock()
+	ctx := context.Background()
+	if err := a.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got fav1alpha1.VirtualNodeStateList
+	if err := a.cfg.Client.List(ctx, &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Items) != 1 || got.Items[0].Name != "vns-res-live" {
+		t.Fatalf("after resync: %v, want only vns-res-live", got.Items)
+	}
+	if n := a.MissingReports(); n != 1 {
+		t.Errorf("missing reports %d, want 1 (res-lost)", n)
+	}
+	// Once the broker has released it, it is no longer reported.
+	b.mu.Lock()
+	b.phases["res-lost"] = api.PhaseReleased
+	b.mu.Unlock()
+	if err := a.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.MissingReports(); n != 1 {
+		t.Errorf("missing reports %d after release, want still 1", n)
+	}
+}

@@ -108,6 +108,7 @@ func (a *Agent) postReservation(w http.ResponseWriter, r *http.Request) {
 		writeBrokerError(w, err)
 		return
 	}
+	a.held.Store(id, struct{}{})
 	w.Header().Set(api.HeaderReservationID, id)
 	writeJSON(w, status, resp)
 }
@@ -134,6 +135,7 @@ func (a *Agent) deleteReservation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.reserved.Delete(id)
+	a.held.Delete(id)
 	writeJSON(w, status, resp)
 }
 

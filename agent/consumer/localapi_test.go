@@ -18,6 +18,8 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
+
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
@@ -36,6 +38,7 @@ type stubBroker struct {
 	view          api.NodeGroupListResponse
 	viewErr       error
 	heartbeats    int
+	phases        map[string]api.Phase // Reservation answers; absent ids are 404
 }
 
 func (s *stubBroker) Instructions(ctx context.Context, _ time.Duration) ([]api.InstructionView, bool, error) {
@@ -64,8 +67,14 @@ func (s *stubBroker) Reserve(_ context.Context, id string, req api.ReservationRe
 	}
 	return api.ReservationResponse{ReservationID: id, Status: api.PhasePending, ProviderClusterID: req.ProviderClusterID, ChunkCount: 1}, s.reserveStatus[n], nil
 }
-func (s *stubBroker) Reservation(context.Context, string) (api.ReservationResponse, error) {
-	return api.ReservationResponse{}, errors.New("unused")
+func (s *stubBroker) Reservation(_ context.Context, id string) (api.ReservationResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.phases[id]
+	if !ok {
+		return api.ReservationResponse{}, &brokerclient.Error{Status: 404, Code: api.CodeNotFound, Message: "no reservation " + id}
+	}
+	return api.ReservationResponse{ReservationID: id, Status: p}, nil
 }
 func (s *stubBroker) Release(_ context.Context, id string) (api.ReleaseResponse, int, error) {
 	return api.ReleaseResponse{ReservationID: id, Status: api.PhaseUnpeering}, s.releaseStatus, s.releaseErr
@@ -83,6 +92,9 @@ func newTestAgent(t *testing.T, b Broker, objs ...runtime.Object) *Agent {
 		t.Fatal(err)
 	}
 	if err := fav1alpha1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := authv1beta1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
 	cl := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(objs...).Build()

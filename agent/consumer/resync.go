@@ -14,8 +14,11 @@ import (
 // Resync compares the local VirtualNodeStates with the broker's
 // reservations: a VirtualNodeState whose reservation the broker does not
 // know (404) or holds in a terminal phase is an orphan and is removed with
-// its slice, node and Secret; a live reservation whose local chunk is Failed
-// is reported (logged, and the Failed VirtualNodeState stays visible to the
+// its slice, node and Secret. Missing chunks are reported (logged and
+// counted in fa_agent_missing_virtual_nodes_total): a reservation made
+// through this agent's local API since it started that the broker holds as
+// Peered but that has no local VirtualNodeState, and a live reservation
+// whose local chunk is Failed (that VirtualNodeState stays visible to the
 // adapter). It runs at start and after every heartbeat that follows a
 // failed one (the broker may have restarted).
 func (a *Agent) Resync(ctx context.Context) error {
@@ -25,6 +28,28 @@ func (a *Agent) Resync(ctx context.Context) error {
 	}
 	var errs []error
 	removed := 0
+	local := map[string]bool{}
+	for _, v := range list {
+		local[v.Spec.ReservationID] = true
+	}
+	// Missing: reservations made here that the broker has peered but that
+	// have no local VirtualNodeState (deleted by hand, lost).
+	for id := range a.held.Range {
+		res := id.(string)
+		if local[res] {
+			continue
+		}
+		r, err := a.cfg.Broker.Reservation(ctx, res)
+		switch {
+		case brokerclient.StatusOf(err) == http.StatusNotFound || err == nil && r.Status.Terminal():
+			a.held.Delete(res)
+		case err != nil:
+			errs = append(errs, fmt.Errorf("reading reservation %s: %w", res, err))
+		case r.Status == api.PhasePeered:
+			a.log.Warn("The broker holds a peered reservation of this consumer with no local virtual node; release it or wait for the broker's cleanup", "reservation", res)
+			a.missing.Add(1)
+		}
+	}
 	for _, v := range list {
 		res := v.Spec.ReservationID
 		r, err := a.cfg.Broker.Reservation(ctx, res)
@@ -48,6 +73,7 @@ func (a *Agent) Resync(ctx context.Context) error {
 			continue
 		}
 		if v.Status.Phase == "Failed" && r.Status == api.PhasePeered {
+			a.missing.Add(1)
 			a.log.Warn("The broker holds a peered reservation whose local virtual node failed", "reservation", res, "message", v.Status.Message)
 		}
 	}
