@@ -75,6 +75,8 @@ type stack struct {
 	wg        sync.WaitGroup
 	// transports of the agents' broker clients, closed at the end
 	transports []*http.Transport
+	// gen is the CA generation the scenario plays (default CA132 = 0).
+	gen catest.Generation
 }
 
 func logger(testing.TB) *slog.Logger {
@@ -425,17 +427,31 @@ func TestConformanceRealAgentAndBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole stack")
 	}
-	kube, cl := fakeConsumerCluster(t)
-	conformance(t, kube, cl)
+	// Both CA generations: the template is read from field 1 (≤ 1.34) or
+	// field 2 (≥ 1.35).
+	for _, gen := range []struct {
+		name string
+		g    catest.Generation
+	}{{"CA 1.32", catest.CA132}, {"CA 1.35", catest.CA135}} {
+		t.Run(gen.name, func(t *testing.T) {
+			kube, cl := fakeConsumerCluster(t)
+			conformanceGen(t, kube, cl, gen.g)
+		})
+	}
 }
 
 // conformance runs the scenario with the consumer cluster kube/cl and the
 // Liqo stand-in.
 func conformance(t *testing.T, kube kubernetes.Interface, ccl client.Client) {
+	conformanceGen(t, kube, ccl, catest.CA135)
+}
+
+func conformanceGen(t *testing.T, kube kubernetes.Interface, ccl client.Client, gen catest.Generation) {
 	s := startStack(t)
 	s.startProvider("p1")
 	s.startProvider("p2")
 	cl := s.startConsumer(kube, ccl)
+	s.gen = gen
 	scenario(t, s, cl, true)
 }
 
@@ -443,7 +459,7 @@ func conformance(t *testing.T, kube kubernetes.Interface, ccl client.Client) {
 // lost mid-way, then back to 0.
 func scenario(t *testing.T, s *stack, cl protos.CloudProviderClient, withLoss bool) {
 	s.ca = &catest.Autoscaler{
-		Client: cl, Now: time.Now, Generation: catest.CA135,
+		Client: cl, Now: time.Now, Generation: s.gen,
 		MaxNodeProvisionTime: time.Minute,
 		ScaleDownUnreadyTime: time.Second,
 		Cluster:              catest.ClusterFunc(s.nodes),
