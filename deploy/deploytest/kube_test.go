@@ -201,6 +201,11 @@ func (c *cluster) upTwice(t *testing.T, dir, component, script string, args ...s
 	t.Helper()
 	args = append([]string{"--kubeconfig", c.env.Kubeconfig, "--image", testImage}, args...)
 	dry := mustRun(t, dir, script, append(args, "--dry-run")...)
+	if d := os.Getenv("FA_DEPLOYTEST_DUMP"); d != "" { // keep the rendering for a look
+		if err := os.WriteFile(filepath.Join(d, script+".yaml"), []byte(dry.Stdout), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if !strings.Contains(dry.Stdout, "kind: ") {
 		t.Fatalf("%s --dry-run printed no manifests:\n%s", script, dry.Stderr)
 	}

@@ -112,6 +112,27 @@ func TestProvider(t *testing.T) {
 	// The simulated driver: no liqoctl RBAC left behind.
 	mustRun(t, dir, "provider-up.sh", "--kubeconfig", c.env.Kubeconfig, "--image", testImage, "--bundle", bundle, "--namespace", ns, "--liqo-driver", "sim")
 	c.checkRBAC(t, ns, "provider-agent", [][3]string{{"list", "nodes", ""}}, [][3]string{{"create", "certificatesigningrequests.certificates.k8s.io", ""}})
+
+	// A new bundle replaces the Secret and rolls the pods (the checksum
+	// annotation of the pod template changes).
+	sum := func() string {
+		l, _ := c.labeled(t, partOf+",app.kubernetes.io/component=provider")
+		o := l[objKey(schema.GroupVersionKind{Group: "apps", Kind: "Deployment"}, ns, "provider-agent")]
+		v, _, _ := unstructured.NestedString(o.Object, "spec", "template", "metadata", "annotations", "federation-autoscaler.io/config-checksum")
+		return v
+	}
+	before := sum()
+	renewed := filepath.Join(dir, "renewed")
+	if err := os.Mkdir(renewed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bundle2 := makeBundle(t, filepath.Join(dir, "pki"), renewed, "paris-1", "provider")
+	mustRun(t, dir, "provider-up.sh", "--kubeconfig", c.env.Kubeconfig, "--image", testImage, "--bundle", bundle2, "--namespace", ns, "--liqo-driver", "sim")
+	if after := sum(); before == "" || after == before {
+		t.Errorf("pod template checksum %q → %q: a new bundle must roll the agent", before, after)
+	}
+	l, _ := c.labeled(t, partOf+",app.kubernetes.io/component=provider")
+	checkSecretFiles(t, l, ns, "provider-bundle", map[string]string{"bundle.tar.gz": bundle2})
 	c.down(t, dir, "provider", "provider-down.sh", "--namespace", ns)
 }
 

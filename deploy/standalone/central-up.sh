@@ -144,6 +144,9 @@ fa_overlay_patch Service broker "- op: replace
 - op: replace
   path: /spec/ports/1/nodePort
   value: ${dash_port}"
+restart_files=("${pki_dir}/ca.crt" "${pki_dir}/broker.crt" "${pki_dir}/broker.key")
+[[ -n "${token_file}" ]] && restart_files+=("${token_file}")
+fa_overlay_patch Deployment broker "$(fa_restart_on "${restart_files[@]}")"
 fa_overlay_generators_begin central
 fa_overlay_secret broker-tls "ca.crt=${pki_dir}/ca.crt" "broker.crt=${pki_dir}/broker.crt" "broker.key=${pki_dir}/broker.key"
 if [[ -n "${token_file}" ]]; then

@@ -117,7 +117,10 @@ args="- op: test
 - op: add
   path: /spec/template/spec/containers/0/args/-
   value: --mock-geo-url=${geo_url}"
+args+="
+$(fa_restart_on "${bundle}" "${pki_dir}/ca.crt" "${pki_dir}/server.crt" "${pki_dir}/server.key")"
 fa_overlay_patch Deployment consumer-agent "${args}"
+fa_overlay_patch Deployment cluster-autoscaler "$(fa_restart_on "${pki_dir}/ca.crt" "${pki_dir}/client.crt" "${pki_dir}/client.key" "${FA_WORK}/cloud-config")"
 fa_overlay_patch Service consumer-console "- op: replace
   path: /spec/ports/0/nodePort
   value: ${console_port}"

@@ -212,6 +212,17 @@ fa_overlay_begin() {
   } >"${FA_OVERLAY}/kustomization.yaml"
 }
 
+# fa_restart_on FILE...: a JSON-patch op that annotates a pod template with
+# a checksum of the files a Secret or ConfigMap is made from, so a re-run
+# with a new bundle or certificate rolls the pods (mounted Secrets are not
+# re-read by the programs) and a re-run with the same files changes nothing.
+fa_restart_on() {
+  local sum
+  sum="$(sha256sum "$@" | cut -d' ' -f1 | sha256sum | cut -c1-16)"
+  printf '%s\n' "- op: add" "  path: /spec/template/metadata/annotations" "  value:" \
+    "    federation-autoscaler.io/config-checksum: \"${sum}\""
+}
+
 # fa_overlay_patch KIND NAME JSON6902-OPS-YAML: appends a patch.
 fa_overlay_patch() {
   {

@@ -85,6 +85,8 @@ args="- op: test
 - op: add
   path: /spec/template/spec/containers/0/args/-
   value: --mock-eco-url=${eco_url}"
+args+="
+$(fa_restart_on "${bundle}")"
 fa_overlay_patch Deployment provider-agent "${args}"
 fa_overlay_patch Service provider-agent "- op: replace
   path: /spec/ports/0/nodePort
