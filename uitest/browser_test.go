@@ -351,8 +351,11 @@ func TestBrowser(t *testing.T) {
 		rel := consumer
 		_, err = rel.Goto(tg.Consumer.URL + "/")
 		u.ok(err, "reload consumer console")
-		u.ok(rel.Locator("[data-testid=consumer-reservations] button.danger").First().Click(), "release")
-		u.ok(u.expect.Locator(dash.Locator("[data-testid=reservations] .timeline li.cur").First()).ToContainText("Released"), "release reaches the dashboard")
+		relRow := rel.Locator("[data-testid=consumer-reservations] tbody tr[data-reservation]", playwright.PageLocatorOptions{Has: rel.Locator("button.danger")}).First()
+		relID, err := relRow.GetAttribute("data-reservation")
+		u.ok(err, "id of the reservation to release")
+		u.ok(relRow.Locator("button.danger").Click(), "release")
+		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] .timeline li.cur", relID))).ToContainText("Released"), "release reaches the dashboard")
 	})
 }
 

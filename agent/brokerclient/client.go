@@ -388,6 +388,15 @@ func (c *Client) NodeGroups(ctx context.Context) (api.NodeGroupListResponse, err
 	return out, err
 }
 
+// AllNodeGroups returns every node group, unmasked (GET
+// /api/v1/nodegroups?all=true): what a console offers for manual
+// reservations.
+func (c *Client) AllNodeGroups(ctx context.Context) (api.NodeGroupListResponse, error) {
+	var out api.NodeGroupListResponse
+	_, err := c.do(ctx, call{route: "nodegroups", method: http.MethodGet, path: "/api/v1/nodegroups", query: url.Values{"all": {"true"}}, out: &out})
+	return out, err
+}
+
 // Reserve creates (or replays) reservation id. It returns the broker's
 // status: 201 for a new reservation, 200 for a replay.
 func (c *Client) Reserve(ctx context.Context, id string, req api.ReservationRequest) (api.ReservationResponse, int, error) {

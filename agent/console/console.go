@@ -175,9 +175,11 @@ type LocalAPI interface {
 	Release(ctx context.Context, id string) (*api.ReleaseResponse, error)
 }
 
-// BrokerReader reads reservations from the broker (*brokerclient.Client).
+// BrokerReader reads reservations and the unmasked node groups from the
+// broker (*brokerclient.Client).
 type BrokerReader interface {
 	Reservation(ctx context.Context, id string) (api.ReservationResponse, error)
+	AllNodeGroups(ctx context.Context) (api.NodeGroupListResponse, error)
 }
 
 // ConsumerAgent is what the console needs from *consumer.Agent.
@@ -213,7 +215,8 @@ type Consumer struct {
 
 var _ web.ConsumerBackend = (*Consumer)(nil)
 
-// Status gathers the policy, the masked node groups, the reservations the
+// Status gathers the policy, the chosen provider (the growable group of the
+// masked view), every node group, the reservations the
 // consumer holds (from its virtual nodes and the console's manual ones, read
 // from the broker) and the virtual nodes.
 func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
@@ -230,13 +233,21 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	if err != nil {
 		return st, fmt.Errorf("reading the node groups from the local API: %w", err)
 	}
-	st.NodeGroups = groups.NodeGroups
+	for _, g := range groups.NodeGroups {
+		if g.MaxSize > g.CurrentReserved {
+			st.ChosenProvider = g.ProviderClusterID // the policy's winner: growable in the masked view
+			break
+		}
+	}
+	// Every group, masked or not, so that an operator can reserve anywhere.
+	all, err := c.Broker.AllNodeGroups(ctx)
+	if err != nil {
+		return st, fmt.Errorf("reading every node group from the broker: %w", err)
+	}
+	st.NodeGroups = all.NodeGroups
 	var endpoints []string
 	byEndpoint := map[string]string{}
-	for _, g := range groups.NodeGroups {
-		if st.ChosenProvider == "" && g.MaxSize > g.CurrentReserved {
-			st.ChosenProvider = g.ProviderClusterID
-		}
+	for _, g := range all.NodeGroups {
 		if g.ProbeEndpoint != "" && byEndpoint[g.ProbeEndpoint] == "" {
 			byEndpoint[g.ProbeEndpoint] = g.ProviderClusterID
 			endpoints = append(endpoints, g.ProbeEndpoint)
