@@ -129,6 +129,8 @@ if [[ ! -f "${pki_dir}/ca.crt" ]]; then
   host_list="$(IFS=,; echo "${hosts[*]}")"
   "${FA_BIN}" pki init --dir "${pki_dir}" --host "${host_list},${svc_hosts}" >&2
   note "created the federation CA in ${pki_dir} (keep ca.key offline-safe; the cluster only gets ca.crt and the broker's certificate)"
+else
+  note "using the federation CA and broker certificate in ${pki_dir} (their host names were fixed when they were made; a new --host needs a new --pki-dir and new bundles)"
 fi
 for f in ca.crt broker.crt broker.key; do
   [[ -f "${pki_dir}/${f}" ]] || die "${pki_dir}/${f} is missing: the PKI folder is incomplete; restore it or start over in a new --pki-dir"
