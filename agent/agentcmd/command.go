@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -32,8 +33,10 @@ import (
 	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
 	offloadingv1beta1 "github.com/liqotech/liqo/apis/offloading/v1beta1"
 
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
@@ -46,6 +49,8 @@ import (
 	liqocrds "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
+	"github.com/federation-autoscaler/federation-autoscaler/web"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
 
 // Options are the agent's flags.
@@ -58,21 +63,29 @@ type Options struct {
 	LiqoctlPath    string
 	LocalAPIListen string
 	ConsoleListen  string
-	HealthListen   string
-	SharingFile    string
-	PriceFile      string
-	CapacityFile   string
-	RenewableFile  string
-	MockGeoURL     string
-	MockEcoURL     string
-	AdvertisedIP   string
-	ProbeListen    string
-	InstallCRDs    bool
-	LiqoClusterID  string
-	NodeName       string
+	// ConsoleTokenFile holds the console login token (e.g. a mounted
+	// Secret); ConsoleTokenStore is where a generated token's hash is kept.
+	ConsoleTokenFile  string
+	ConsoleTokenStore string
+	HealthListen      string
+	SharingFile       string
+	PriceFile         string
+	CapacityFile      string
+	RenewableFile     string
+	MockGeoURL        string
+	MockEcoURL        string
+	AdvertisedIP      string
+	ProbeListen       string
+	InstallCRDs       bool
+	LiqoClusterID     string
+	NodeName          string
 	// SimPeeringDelay is the simulated Liqo's delay before a virtual node
 	// appears (--liqo-driver sim).
 	SimPeeringDelay time.Duration
+
+	// Stderr receives the console token printed once on first start
+	// (default os.Stderr).
+	Stderr io.Writer
 
 	// Ready, when set, is called with the bound addresses once every
 	// listener is up (tests).
@@ -87,7 +100,7 @@ type Options struct {
 
 // Addrs are the bound listener addresses (empty when disabled).
 type Addrs struct {
-	Health, LocalAPI, Probe string
+	Health, LocalAPI, Probe, Console string
 }
 
 // NewCommand returns the `agent` subcommand.
@@ -130,7 +143,9 @@ behaviour.`,
 	f.StringVar(&o.LiqoDriver, "liqo-driver", "liqoctl", "Liqo driver: liqoctl (the real Liqo) or sim (simulated Liqo on the same API)")
 	f.StringVar(&o.LiqoctlPath, "liqoctl-path", "liqoctl", "liqoctl binary (--liqo-driver liqoctl)")
 	f.StringVar(&o.LocalAPIListen, "local-api-listen", "127.0.0.1:9090", "consumer: address of the local API the adapter calls (plain HTTP, no auth: keep it on loopback)")
-	f.StringVar(&o.ConsoleListen, "console-listen", "", "address of the agent's web console (empty: none)")
+	f.StringVar(&o.ConsoleListen, "console-listen", "", "address of the agent's web console (empty: none); login with the console token")
+	f.StringVar(&o.ConsoleTokenFile, "console-token-file", "", "file holding the console login token (e.g. a mounted Secret); default: generate one on first start")
+	f.StringVar(&o.ConsoleTokenStore, "console-token-store", "", "where the hash of a generated console token is kept (default: <user config dir>/federation-autoscaler/<role>-console-token)")
 	f.StringVar(&o.HealthListen, "health-listen", ":8082", "address of /healthz, /readyz and /metrics (empty: none)")
 	f.StringVar(&o.SharingFile, "sharing-file", "", "provider: sharing configuration (unitPrices, capacity caps, renewable, allowed/denied consumers, maxChunksPerConsumer), YAML or JSON")
 	f.StringVar(&o.PriceFile, "price-file", "", "provider: reference prices.yaml (resource: price per unit-hour); overrides unitPrices")
@@ -274,8 +289,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 		addrs.Health = a
 	}
+	var consoleToken auth.Verifier
 	if o.ConsoleListen != "" {
-		log.Warn("--console-listen is set but this build serves no agent console; ignoring it")
+		stderr := o.Stderr
+		if stderr == nil {
+			stderr = os.Stderr
+		}
+		if consoleToken, err = consoleVerifier(o, role, stderr); err != nil {
+			return err
+		}
 	}
 
 	var geo *location.GeoClient
@@ -333,6 +355,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
+		if o.ConsoleListen != "" {
+			pcons, err := web.NewProviderConsole(&console.Provider{ClusterID: b.ClusterID, Agent: agent}, web.ConsoleOptions{Token: consoleToken, Log: log.With("component", "console")})
+			if err != nil {
+				return err
+			}
+			if addrs.Console, err = serveConsole(goRun, o.ConsoleListen, pcons.App(), pcons.Run, log); err != nil {
+				return err
+			}
+		}
 		goRun("provider agent", agent.Run)
 	case api.RoleConsumer:
 		cc := consumer.Config{
@@ -363,9 +394,29 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			}
 			addrs.LocalAPI = a
 		}
+		if o.ConsoleListen != "" {
+			if addrs.LocalAPI == "" {
+				return errors.New("--console-listen needs --local-api-listen: the consumer console reads the agent's local API")
+			}
+			local, err := localapi.NewClient("http://"+addrs.LocalAPI, nil)
+			if err != nil {
+				return err
+			}
+			backend := &console.Consumer{
+				ClusterID: b.ClusterID, Namespace: o.Namespace, Agent: agent, Local: local, Broker: bc, Client: cl,
+				Prober: cc.Prober, Logger: log,
+			}
+			ccons, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: consoleToken, Log: log.With("component", "console")})
+			if err != nil {
+				return err
+			}
+			if addrs.Console, err = serveConsole(goRun, o.ConsoleListen, ccons.App(), ccons.Run, log); err != nil {
+				return err
+			}
+		}
 		goRun("consumer agent", agent.Run)
 	}
-	log.Info("Agent started", "cluster", b.ClusterID, "role", role, "broker", b.BrokerURL, "health", addrs.Health, "localAPI", addrs.LocalAPI, "probe", addrs.Probe)
+	log.Info("Agent started", "cluster", b.ClusterID, "role", role, "broker", b.BrokerURL, "health", addrs.Health, "localAPI", addrs.LocalAPI, "probe", addrs.Probe, "console", addrs.Console)
 	if o.Ready != nil {
 		o.Ready(addrs)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"sync"
@@ -81,9 +82,14 @@ type federation struct {
 	brokerStop context.CancelFunc
 	brokerDone chan error
 	localAPI   string
-	driver     *gatedDriver
-	broker     *brokerclient.Client // the consumer's identity, for checks
-	log        *slog.Logger
+	// providerConsole and consumerConsole are the agents' console
+	// addresses; providerToken is the token the provider printed once,
+	// consumerToken the one read from --console-token-file.
+	providerConsole, consumerConsole string
+	providerToken, consumerToken     string
+	driver                           *gatedDriver
+	broker                           *brokerclient.Client // the consumer's identity, for checks
+	log                              *slog.Logger
 
 	mu      sync.Mutex
 	samples []time.Duration
@@ -176,10 +182,22 @@ func newFederation(tb testing.TB) *federation {
 			}
 		}()
 	}
+	var printed bytes.Buffer
 	run(Options{Role: "provider", Bundle: bundles["provider-1"], Namespace: "fa-provider", ProbeListen: "127.0.0.1:0",
+		ConsoleListen: "127.0.0.1:0", ConsoleTokenStore: filepath.Join(tb.TempDir(), "console-token"), Stderr: &printed,
 		TuneProvider: func(c *provider.Config) { c.Interval = 5 * time.Second }})
-	<-ready
+	pa := <-ready
+	f.providerConsole = pa.Console
+	if m := regexp.MustCompile(`\n  (\S+)\n`).FindStringSubmatch(printed.String()); m != nil {
+		f.providerToken = m[1]
+	}
+	f.consumerToken = "consumer-console-token-0123456789abcdef"
+	tokenFile := filepath.Join(tb.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(f.consumerToken+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
 	run(Options{Role: "consumer", Bundle: bundles["consumer-1"], Namespace: "fa-consumer", LocalAPIListen: "127.0.0.1:0", SimPeeringDelay: 50 * time.Millisecond,
+		ConsoleListen: "127.0.0.1:0", ConsoleTokenFile: tokenFile,
 		WrapDriver: func(d liqo.Driver) liqo.Driver { f.driver.Driver = d; return f.driver },
 		TuneConsumer: func(c *consumer.Config) {
 			c.Interval = 5 * time.Second
@@ -194,6 +212,7 @@ func newFederation(tb testing.TB) *federation {
 		tb.Fatal("the consumer agent did not start")
 	}
 	f.localAPI = "http://" + a.LocalAPI
+	f.consumerConsole = a.Console
 	return f
 }
 
