@@ -1,0 +1,196 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web"
+)
+
+type providerAgent struct {
+	store *provider.Store
+	req   *api.AdvertisementRequest
+	resp  api.AdvertisementResponse
+}
+
+func (p *providerAgent) Sharing() *provider.Store { return p.store }
+func (p *providerAgent) LastAdvertisement() (*api.AdvertisementRequest, api.AdvertisementResponse) {
+	return p.req, p.resp
+}
+
+func TestProviderSharingRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sharing.yaml")
+	if err := os.WriteFile(path, []byte("{}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := provider.NewStore(provider.Sources{SharingFile: path}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Provider{ClusterID: "paris", Agent: &providerAgent{store: store}}
+	in := web.SharingConfig{
+		UnitPrices:           corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.05")},
+		CapacityScalePercent: map[string]int32{"cpu": 50},
+		CapacityFixed:        corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("8Gi")},
+		Renewable:            true,
+		Sharing:              api.Sharing{DeniedConsumers: []string{"london"}, MaxChunksPerConsumer: 2},
+	}
+	if err := p.ApplySharing(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	c := store.Config()
+	if c.Allows("london") || c.MaxChunksPerConsumer != 2 || !c.Renewable || *c.Capacity["cpu"].Percent != 50 || c.Capacity["memory"].Fixed.String() != "8Gi" {
+		t.Fatalf("store holds %+v", c)
+	}
+	out, err := p.SharingConfig(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.CapacityScalePercent["cpu"] != 50 || out.CapacityFixed.Memory().String() != "8Gi" || out.UnitPrices.Cpu().String() != "50m" || out.Sharing.DeniedConsumers[0] != "london" {
+		t.Errorf("SharingConfig = %+v", out)
+	}
+	// A bad configuration is refused and the one in force stays.
+	bad := in
+	bad.CapacityScalePercent = map[string]int32{"cpu": 150}
+	if err := p.ApplySharing(context.Background(), bad); err == nil {
+		t.Error("a 150 % cap was accepted")
+	}
+	st, _ := p.Status(context.Background())
+	if st.BrokerError == "" {
+		t.Error("no advertisement yet, but no notice")
+	}
+}
+
+type consumerAgent struct{ cl client.Client }
+
+func (a consumerAgent) Policy(ctx context.Context) (*api.Placement, error) {
+	var list fav1alpha1.ConsumerPolicyList
+	if err := a.cl.List(ctx, &list); err != nil || len(list.Items) == 0 {
+		return nil, err
+	}
+	return &api.Placement{Type: api.PlacementType(list.Items[0].Spec.Placement.Type)}, nil
+}
+func (consumerAgent) BeatNow() {}
+
+type local struct {
+	groups   []api.NodeGroupView
+	vns      []localapi.VirtualNode
+	reserved []api.ReservationRequest
+}
+
+func (l *local) NodeGroups(context.Context) (*api.NodeGroupListResponse, error) {
+	return &api.NodeGroupListResponse{NodeGroups: l.groups}, nil
+}
+func (l *local) VirtualNodes(context.Context) ([]localapi.VirtualNode, error) { return l.vns, nil }
+func (l *local) Reserve(_ context.Context, _ string, r api.ReservationRequest) (*api.ReservationResponse, error) {
+	l.reserved = append(l.reserved, r)
+	return &api.ReservationResponse{}, nil
+}
+func (l *local) Release(context.Context, string) (*api.ReleaseResponse, error) {
+	return &api.ReleaseResponse{}, nil
+}
+
+type broker struct{ all []api.NodeGroupView }
+
+func (b broker) Reservation(_ context.Context, id string) (api.ReservationResponse, error) {
+	if id == "gone" {
+		return api.ReservationResponse{}, errors.New("not found")
+	}
+	return api.ReservationResponse{ReservationID: id, Status: api.PhasePeered, ProviderClusterID: "sydney", ChunkCount: 1}, nil
+}
+func (b broker) AllNodeGroups(context.Context) (api.NodeGroupListResponse, error) {
+	return api.NodeGroupListResponse{NodeGroups: b.all}, nil
+}
+
+func TestConsumer(t *testing.T) {
+	sch := runtime.NewScheme()
+	if err := fav1alpha1.AddToScheme(sch); err != nil {
+		t.Fatal(err)
+	}
+	cl := fake.NewClientBuilder().WithScheme(sch).Build()
+	ctx := context.Background()
+	masked := []api.NodeGroupView{
+		{ID: "ng-paris-standard", ProviderClusterID: "paris", MaxSize: 0},
+		{ID: "ng-sydney-standard", ProviderClusterID: "sydney", MaxSize: 4, CurrentReserved: 1},
+	}
+	all := append(masked, api.NodeGroupView{ID: "ng-montreal-standard", ProviderClusterID: "montreal", MaxSize: 4})
+	l := &local{groups: masked, vns: []localapi.VirtualNode{{Name: "vn-1", ReservationID: "r1", ProviderClusterID: "sydney", Phase: localapi.PhaseRunning}}}
+	c := &Consumer{ClusterID: "london", Namespace: "fa", Agent: consumerAgent{cl}, Local: l, Broker: broker{all: all}, Client: cl}
+
+	// SetPolicy creates the policy, then updates the one in force.
+	for _, p := range []api.PlacementType{api.PlacementPrice, api.PlacementEco} {
+		if err := c.SetPolicy(ctx, api.Placement{Type: p}); err != nil {
+			t.Fatal(err)
+		}
+		var cp fav1alpha1.ConsumerPolicy
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: "fa", Name: PolicyName}, &cp); err != nil {
+			t.Fatal(err)
+		}
+		if string(cp.Spec.Placement.Type) != string(p) {
+			t.Fatalf("policy %s, want %s", cp.Spec.Placement.Type, p)
+		}
+	}
+	// An older policy with a lower name is the one the agent reads: updated.
+	if err := cl.Create(ctx, &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: "aaa", Namespace: "fa"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetPolicy(ctx, api.Placement{Type: api.PlacementLatency}); err != nil {
+		t.Fatal(err)
+	}
+	var cp fav1alpha1.ConsumerPolicy
+	_ = cl.Get(ctx, client.ObjectKey{Namespace: "fa", Name: "aaa"}, &cp)
+	if cp.Spec.Placement.Type != fav1alpha1.PlacementStrategy(api.PlacementLatency) {
+		t.Errorf("the lowest-named policy holds %q", cp.Spec.Placement.Type)
+	}
+
+	id, err := c.CreateReservation(ctx, web.ReservationSpec{ProviderClusterID: "montreal"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(l.reserved) != 1 || l.reserved[0].NodeGroupID != "ng-montreal-standard" || l.reserved[0].ChunkCount != 1 {
+		t.Fatalf("reserved %+v", l.reserved)
+	}
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ChosenProvider != "sydney" {
+		t.Errorf("chosen %q, want sydney (the growable group of the masked view)", st.ChosenProvider)
+	}
+	if len(st.NodeGroups) != 3 {
+		t.Errorf("%d node groups, want every group (3)", len(st.NodeGroups))
+	}
+	if len(st.VirtualNodes) != 1 || st.VirtualNodes[0].State != "Running" {
+		t.Errorf("virtual nodes %+v", st.VirtualNodes)
+	}
+	manual := 0
+	for _, r := range st.Reservations {
+		if r.Manual {
+			manual++
+			if r.ID != id {
+				t.Errorf("manual reservation %s, want %s", r.ID, id)
+			}
+		}
+	}
+	if len(st.Reservations) != 2 || manual != 1 {
+		t.Errorf("reservations %+v", st.Reservations)
+	}
+	if _, err := c.CreateReservation(ctx, web.ReservationSpec{}); err == nil {
+		t.Error("a reservation without a provider was accepted")
+	}
+}
