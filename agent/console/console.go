@@ -226,8 +226,9 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 		return st, fmt.Errorf("reading the ConsumerPolicy: %w", err)
 	}
 	if pl != nil {
+		// AppliedPlacement stays empty: the broker reports it in its
+		// overview, not to the agent.
 		st.Placement = *pl
-		st.AppliedPlacement = pl.Type
 	}
 	groups, err := c.Local.NodeGroups(ctx)
 	if err != nil {
