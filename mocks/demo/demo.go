@@ -118,9 +118,10 @@ const ConsumerID = "london"
 
 // Options configure Start. Zero values take the defaults.
 type Options struct {
-	// DataDir holds the PKI, the join bundles, the broker's database, the
-	// providers' sharing files and the console token (created on first run,
-	// reused later).
+	// DataDir holds the PKI, the join bundles, the providers' sharing files
+	// and the console token (created on first run, reused later) and the
+	// broker's database (emptied at every start: the simulated clusters do
+	// not outlive a run).
 	DataDir string
 	// ListenHost is the address of the dashboard and the consoles
 	// (default 127.0.0.1).
@@ -385,6 +386,15 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 	}
 	f.ConsoleToken = token
 
+	// The simulated clusters live in memory, so reservations a previous run
+	// left in the broker's database would hold capacity that nothing uses
+	// (a consumer's heartbeat renews all of its reservations): the broker
+	// starts from an empty database on every run.
+	brokerDir := filepath.Join(o.DataDir, "broker")
+	if err := os.RemoveAll(brokerDir); err != nil {
+		return fmt.Errorf("clearing the previous run's broker database %s: %w", brokerDir, err)
+	}
+
 	// The broker, through the broker command's own wiring.
 	o.Progress("starting the broker (mTLS) and its dashboard")
 	apiLn, err := net.Listen("tcp", o.addr(0))
@@ -399,7 +409,7 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 	f.BrokerURL = "https://" + urlHost(apiLn)
 	f.DashboardURL = "http://" + urlHost(dashLn)
 	bo := brokercmd.Options{
-		PKIDir: pkiDir, DataDir: filepath.Join(o.DataDir, "broker"), Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
+		PKIDir: pkiDir, DataDir: brokerDir, Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
 		ReservationLease: reservations.DefaultReservationLease, ProviderStaleAfter: o.ProviderStaleAfter,
 		// One consumer runs CA loops every scan interval here; the default
 		// per-certificate limit is sized for real CA's 10 s.
@@ -434,17 +444,21 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 	for i, spec := range o.Providers {
 		o.Progress(fmt.Sprintf("starting provider %d/%d: %s (%s)", i+1, len(o.Providers), spec.ID, spec.Region))
 		p, err := f.startProvider(ctx, o, i, spec, pkiDir, geoClient, ecoClient)
+		if p != nil {
+			f.Providers = append(f.Providers, p) // Stop stops its cluster even after an error
+		}
 		if err != nil {
 			return fmt.Errorf("provider %s: %w", spec.ID, err)
 		}
-		f.Providers = append(f.Providers, p)
 	}
 	o.Progress("starting the consumer " + ConsumerID + ", its adapter and the autoscaler")
 	c, err := f.startConsumer(ctx, o, pkiDir, geoClient)
+	if c != nil {
+		f.Consumer = c
+	}
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", ConsumerID, err)
 	}
-	f.Consumer = c
 	return nil
 }
 
