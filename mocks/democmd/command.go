@@ -41,6 +41,14 @@ the dashboard. Ctrl-C stops everything.`,
   federation-autoscaler demo --providers 5 --base-port 18000 --peering-delay 0s --scan-interval 1s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every component logs to stderr; at info the broker's access
+			// log alone would bury the URLs printed above it. The demo logs
+			// warnings unless --log-level (or FA_LOG_LEVEL) says otherwise.
+			if f := cmd.Flags().Lookup("log-level"); f != nil && !f.Changed {
+				if err := f.Value.Set("warn"); err != nil {
+					return err
+				}
+			}
 			log, err := cli.Logger(cmd)
 			if err != nil {
 				return err
