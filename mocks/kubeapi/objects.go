@@ -379,7 +379,7 @@ func (s *Server) afterDelete(gr schema.GroupResource, obj object) {
 
 // handleBinding implements pods/binding: it sets spec.nodeName once.
 func (s *Server) handleBinding(w http.ResponseWriter, r *http.Request, req request) {
-	obj, err := readObject(r)
+	obj, err := s.readObject(r)
 	if err != nil {
 		writeStatus(w, err)
 		return

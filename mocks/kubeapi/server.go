@@ -15,9 +15,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 )
@@ -41,6 +44,10 @@ type Server struct {
 	mu  sync.RWMutex // guards reg
 	reg *registry
 
+	// codecs decode protobuf request bodies of the built-in types
+	// (client-go's default for them) and of CustomResourceDefinitions.
+	codecs serializer.CodecFactory
+
 	httpSrv *http.Server
 	ln      net.Listener
 	done    chan struct{}
@@ -55,7 +62,7 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{opts: opts, store: newStore(opts.Now), reg: newRegistry(), done: make(chan struct{})}
+	s := &Server{opts: opts, store: newStore(opts.Now), reg: newRegistry(), done: make(chan struct{}), codecs: builtinCodecs()}
 	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		obj := object{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}, "status": map[string]any{"phase": "Active"}}
 		if _, err := s.create(Resource{Version: "v1", Resource: "namespaces", Kind: "Namespace"}, "", obj); err != nil {
@@ -253,7 +260,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, req request) {
 			writeStatus(w, apierrors.NewMethodNotSupported(req.res.GVR().GroupResource(), "POST on a named object"))
 			return
 		}
-		obj, err := readObject(r)
+		obj, err := s.readObject(r)
 		if err != nil {
 			writeStatus(w, err)
 			return
@@ -265,7 +272,7 @@ func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, req request) {
 		}
 		writeJSON(w, http.StatusCreated, created)
 	case http.MethodPut:
-		obj, err := readObject(r)
+		obj, err := s.readObject(r)
 		if err != nil {
 			writeStatus(w, err)
 			return
@@ -355,7 +362,7 @@ func (s *Server) present(res Resource, o object) object {
 	return o
 }
 
-func readObject(r *http.Request) (object, error) {
+func (s *Server) readObject(r *http.Request) (object, error) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 	if err != nil {
 		return nil, apierrors.NewBadRequest("reading request body: " + err.Error())
@@ -364,7 +371,7 @@ func readObject(r *http.Request) (object, error) {
 	if strings.Contains(ct, "protobuf") {
 		// client-go sends built-in types as protobuf unless told
 		// otherwise: decode with the built-in scheme, store as JSON.
-		typed, _, err := scheme.Codecs.UniversalDeserializer().Decode(body, nil, nil)
+		typed, _, err := s.codecs.UniversalDeserializer().Decode(body, nil, nil)
 		if err != nil {
 			return nil, apierrors.NewBadRequest("decoding protobuf request body: " + err.Error())
 		}
@@ -401,6 +408,19 @@ func writeStatus(w http.ResponseWriter, err error) {
 
 // newUID returns a fresh object UID.
 func newUID() string { return uuid.NewString() }
+
+// builtinCodecs knows every built-in type client-go may send as protobuf,
+// and CustomResourceDefinitions.
+func builtinCodecs() serializer.CodecFactory {
+	sch := runtime.NewScheme()
+	if err := scheme.AddToScheme(sch); err != nil {
+		panic("kubeapi: building the scheme: " + err.Error())
+	}
+	if err := apiextensionsv1.AddToScheme(sch); err != nil {
+		panic("kubeapi: building the scheme: " + err.Error())
+	}
+	return serializer.NewCodecFactory(sch)
+}
 
 // unsupportedMediaType is the 415 Status for a content type the simulated
 // server does not accept.

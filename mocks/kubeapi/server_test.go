@@ -1,8 +1,10 @@
 package kubeapi_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -302,5 +305,53 @@ func TestWatchResumesFromResourceVersion(t *testing.T) {
 	ev := <-w.ResultChan()
 	if ev.Type != "MODIFIED" || ev.Object.(*corev1.ConfigMap).Data["k"] != "v" {
 		t.Fatalf("first event after resume: %s %+v", ev.Type, ev.Object)
+	}
+}
+
+// TestProtobufBodies: client-go sends built-in types (and CRDs) as
+// protobuf unless told otherwise; the server stores them as JSON.
+func TestProtobufBodies(t *testing.T) {
+	ctx := context.Background()
+	cfg := rest.CopyConfig(startServer(t))
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	if _, err := cs.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pb"}, Data: map[string]string{"k": "v"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("protobuf create: %v", err)
+	}
+	got, err := cs.CoreV1().ConfigMaps("default").Get(ctx, "pb", metav1.GetOptions{})
+	if err != nil || got.Data["k"] != "v" {
+		t.Fatalf("read back: %v %+v", err, got)
+	}
+
+	sch := runtime.NewScheme()
+	_ = apiextensionsv1.AddToScheme(sch)
+	codecs := serializer.NewCodecFactory(sch)
+	info, ok := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeProtobuf)
+	if !ok {
+		t.Fatal("no protobuf serializer")
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "example.com", Scope: apiextensionsv1.ClusterScoped,
+			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Kind: "Gadget"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true}},
+		},
+	}
+	var body bytes.Buffer
+	if err := codecs.EncoderForVersion(info.Serializer, apiextensionsv1.SchemeGroupVersion).Encode(crd, &body); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(cfg.Host+"/apis/apiextensions.k8s.io/v1/customresourcedefinitions", runtime.ContentTypeProtobuf, &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("protobuf CRD create: status %d", resp.StatusCode)
+	}
+	if _, err := cs.Discovery().ServerResourcesForGroupVersion("example.com/v1"); err != nil {
+		t.Fatalf("the CRD's resource is not served: %v", err)
 	}
 }
