@@ -394,3 +394,34 @@ fa_broker_http_requests_total{code="404",method="GET",route="unmatched"} 1
 		t.Error(err)
 	}
 }
+
+// TestRateLimitClasses: reservation creates have their own bucket per
+// caller, so an exhausted bucket of other calls (heartbeats, views, long
+// polls) does not refuse a scale-up, and a burst of creates does not
+// starve the rest (the reference shares one bucket, bug #20).
+func TestRateLimitClasses(t *testing.T) {
+	clk := &manualClock{t: time.Unix(1_800_000_000, 0)}
+	b := &fakeBroker{ReserveFn: func(_ context.Context, _, id string, _ api.ReservationRequest) (api.ReservationResponse, bool, error) {
+		return api.ReservationResponse{ReservationID: id}, true, nil
+	}}
+	app := newTestApp(t, b, func(c *Config) { c.RateLimitBurst, c.RateLimitRPS, c.Now = 10, 5, clk.Now })
+	for i := range 10 {
+		if r := do(t, app, "GET", "/healthz", cons, ""); r.status != 200 {
+			t.Fatalf("request %d: %d", i, r.status)
+		}
+	}
+	if r := do(t, app, "GET", "/healthz", cons, ""); r.status != 429 {
+		t.Fatalf("11th plain request: %d, want 429", r.status)
+	}
+	for i := range 10 {
+		if r := do(t, app, "POST", "/api/v1/reservations", cons, goodRes); r.status != 201 {
+			t.Fatalf("reservation %d with the other bucket empty: %d %s", i, r.status, r.body)
+		}
+	}
+	if r := do(t, app, "POST", "/api/v1/reservations", cons, goodRes); r.status != 429 {
+		t.Fatalf("11th reservation: %d, want 429", r.status)
+	}
+	if r := do(t, app, "GET", "/api/v1/instructions", cons, ""); r.status != 200 {
+		t.Fatalf("instructions have their own bucket: %d", r.status)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -280,10 +281,33 @@ func caller(c *fiber.Ctx) identity {
 	return id
 }
 
-// rateLimit applies the caller's token bucket.
+// Rate-limit classes: each caller has one token bucket per class, so a
+// burst of reservation creates (a Cluster Autoscaler scale-up fans out one
+// per node) is not starved by the same agent's heartbeats, long polls and
+// results, and vice versa (the reference shares one bucket, bug #20).
+const (
+	rateClassReserve      = "reserve"
+	rateClassInstructions = "instructions"
+	rateClassOther        = "other"
+)
+
+// rateClass returns the bucket class of a request.
+func rateClass(c *fiber.Ctx) string {
+	path := strings.TrimSuffix(c.Path(), "/")
+	switch {
+	case c.Method() == fiber.MethodPost && path == "/api/v1/reservations":
+		return rateClassReserve
+	case strings.HasPrefix(path, "/api/v1/instructions"):
+		return rateClassInstructions
+	default:
+		return rateClassOther
+	}
+}
+
+// rateLimit applies the caller's token bucket of the request's class.
 func (s *server) rateLimit(c *fiber.Ctx) error {
 	id := caller(c)
-	ok, wait := s.limiter.allow(id.cn, s.now())
+	ok, wait := s.limiter.allow(id.cn+"\x00"+rateClass(c), s.now())
 	if ok {
 		return c.Next()
 	}
