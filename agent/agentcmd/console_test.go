@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConsoles logs in to both agents' consoles: the provider's with the
@@ -60,6 +61,23 @@ func TestConsoles(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), tc.want) {
 				t.Fatalf("after login: status %d, page does not name %s", resp.StatusCode, tc.want)
+			}
+			if tc.name == "consumer" {
+				// The agent heartbeats at start: the console shows when.
+				deadline := time.Now().Add(20 * time.Second)
+				for strings.Contains(string(body), "never") {
+					if time.Now().After(deadline) {
+						i := strings.Index(string(body), "never")
+						t.Fatalf("the consumer console still says 'never': …%s…", string(body)[max(0, i-200):i+10])
+					}
+					time.Sleep(100 * time.Millisecond) // polling the page with a deadline
+					resp, err := c.Get(base + "/")
+					if err != nil {
+						t.Fatal(err)
+					}
+					body, _ = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
 			}
 		})
 	}

@@ -186,6 +186,8 @@ type BrokerReader interface {
 type ConsumerAgent interface {
 	Policy(ctx context.Context) (*api.Placement, error)
 	BeatNow()
+	// LastHeartbeat is when the broker last accepted a heartbeat.
+	LastHeartbeat() time.Time
 }
 
 // Prober measures probe endpoints (*probe.Prober).
@@ -220,7 +222,7 @@ var _ web.ConsumerBackend = (*Consumer)(nil)
 // consumer holds (from its virtual nodes and the console's manual ones, read
 // from the broker) and the virtual nodes.
 func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
-	st := web.ConsumerStatus{ClusterID: c.ClusterID, Region: c.Region, City: c.City}
+	st := web.ConsumerStatus{ClusterID: c.ClusterID, Region: c.Region, City: c.City, LastHeartbeat: c.Agent.LastHeartbeat()}
 	pl, err := c.Agent.Policy(ctx)
 	if err != nil {
 		return st, fmt.Errorf("reading the ConsumerPolicy: %w", err)

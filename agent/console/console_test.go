@@ -1,6 +1,8 @@
 package console
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"log/slog"
@@ -86,6 +88,8 @@ func (a consumerAgent) Policy(ctx context.Context) (*api.Placement, error) {
 	return &api.Placement{Type: api.PlacementType(list.Items[0].Spec.Placement.Type)}, nil
 }
 func (consumerAgent) BeatNow() {}
+
+func (consumerAgent) LastHeartbeat() time.Time { return time.Time{} }
 
 type local struct {
 	groups   []api.NodeGroupView

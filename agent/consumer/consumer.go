@@ -115,6 +115,8 @@ type Agent struct {
 	chosen   string
 	lastBody *api.HeartbeatRequest
 	beatOK   bool
+	// lastAck is when the broker last accepted a heartbeat.
+	lastAck time.Time
 	// beatFailing is set while heartbeats fail (logged once).
 	beatFailing bool
 
@@ -268,6 +270,13 @@ func (a *Agent) beatOKNow() bool {
 	return a.beatOK
 }
 
+// LastHeartbeat is when the broker last accepted a heartbeat (zero: never).
+func (a *Agent) LastHeartbeat() time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.lastAck
+}
+
 // BeatNow asks for a heartbeat at once (coalesced).
 func (a *Agent) BeatNow() {
 	select {
@@ -321,6 +330,10 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 	a.beatFailing = false
 	a.beatOK = true
 	a.lastBody = &req
+	a.lastAck = resp.AckAt.Time
+	if a.lastAck.IsZero() {
+		a.lastAck = a.cfg.Clock.Now()
+	}
 	a.mu.Unlock()
 	for _, id := range resp.UnknownReservations {
 		a.log.Info("The broker holds no live reservation for a local virtual node; cleaning it up", "reservation", id)
