@@ -88,8 +88,14 @@ func Serve(ctx context.Context, app *fiber.App, ln net.Listener) error {
 		return nil
 	case <-ctx.Done():
 	}
-	if err := app.ShutdownWithTimeout(5 * time.Second); err != nil {
+	err := app.ShutdownWithTimeout(5 * time.Second)
+	// Shutdown is a no-op when it runs before Listener has started serving
+	// (a stop right after a start); closing the listener ends Serve in
+	// every case.
+	_ = ln.Close()
+	<-errc // after the close, Serve's own error only says the listener closed
+	if err != nil {
 		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)
 	}
-	return <-errc
+	return nil
 }

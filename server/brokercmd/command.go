@@ -304,6 +304,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			log.Error("Dashboard shutdown", "err", err)
 		}
 	}
+	// Shutdown is a no-op when it runs before a Listener has started
+	// serving; closing the listeners ends them in every case.
+	_ = apiLn.Close()
+	if dashLn != nil {
+		_ = dashLn.Close()
+	}
 	<-runDone
 	return runErr
 }
