@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -45,6 +46,10 @@ type Scheduler struct {
 	pods  corelisters.PodLister
 	nodes corelisters.NodeLister
 	kick  chan struct{}
+	// assumed remembers binds the informer cache has not shown yet (pod
+	// UID → node), so the next pass neither counts that room as free nor
+	// binds the pod again — kube-scheduler's "assumed pods".
+	assumed map[types.UID]string
 }
 
 // NewScheduler returns a scheduler for the cluster behind client.
@@ -55,7 +60,7 @@ func NewScheduler(client kubernetes.Interface, log *slog.Logger, now func() time
 	if now == nil {
 		now = time.Now
 	}
-	return &Scheduler{client: client, log: log, now: now, resync: 5 * time.Second, kick: make(chan struct{}, 1)}
+	return &Scheduler{client: client, log: log, now: now, resync: 5 * time.Second, kick: make(chan struct{}, 1), assumed: map[types.UID]string{}}
 }
 
 // Run schedules until ctx ends.
@@ -127,14 +132,24 @@ func (s *Scheduler) pass(ctx context.Context) error {
 	}
 	sort.Slice(states, func(i, j int) bool { return states[i].node.Name < states[j].node.Name })
 	var pending []*corev1.Pod
+	live := map[types.UID]bool{}
 	for _, p := range pods {
+		live[p.UID] = true
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		if p.Spec.NodeName == "" {
+			if node, ok := s.assumed[p.UID]; ok {
+				// Bound by an earlier pass; the cache lags behind.
+				if st, ok := byName[node]; ok {
+					subtract(st.free, podRequests(p))
+				}
+				continue
+			}
 			pending = append(pending, p)
 			continue
 		}
+		delete(s.assumed, p.UID)
 		st, ok := byName[p.Spec.NodeName]
 		if !ok {
 			// The node is gone: the pod goes with it (pod GC); its owner
@@ -149,6 +164,11 @@ func (s *Scheduler) pass(ctx context.Context) error {
 			if err := s.start(ctx, p); err != nil {
 				return err
 			}
+		}
+	}
+	for uid := range s.assumed {
+		if !live[uid] {
+			delete(s.assumed, uid)
 		}
 	}
 	// Oldest first, as the default scheduler queue does for equal priority.
@@ -177,6 +197,7 @@ func (s *Scheduler) pass(ctx context.Context) error {
 			return fmt.Errorf("binding pod %s/%s to %s: %w", p.Namespace, p.Name, target.node.Name, err)
 		}
 		subtract(target.free, podRequests(p))
+		s.assumed[p.UID] = target.node.Name
 		s.log.Debug("Pod scheduled", "pod", p.Namespace+"/"+p.Name, "node", target.node.Name)
 	}
 	return nil
