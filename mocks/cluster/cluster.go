@@ -72,7 +72,13 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	c := &Cluster{opts: opts, ctx: ctx, cancel: cancel}
 	c.server = kubeapi.New(kubeapi.Options{Name: opts.Name, Logger: opts.Logger, Now: opts.Now})
-	cfg, err := c.server.Start(ctx, opts.Addr)
+	// The API server outlives the cluster's context, as a real cluster
+	// outlives its clients: Stop closes it after every component using it
+	// has returned. Closed at the context's end instead, it would refuse
+	// the connections of clients still stopping, and client-go's
+	// reflectors back off (about a second, deaf to their context) on a
+	// refused connection.
+	cfg, err := c.server.Start(context.WithoutCancel(ctx), opts.Addr)
 	if err != nil {
 		cancel()
 		return nil, err

@@ -51,7 +51,18 @@ type Server struct {
 	httpSrv *http.Server
 	ln      net.Listener
 	done    chan struct{}
+	// base is the parent of every request's context; Close cancels it so
+	// that handlers still running (watches above all) end at once.
+	base       context.Context
+	cancelBase context.CancelFunc
+	closeOnce  sync.Once
+	closeErr   error
 }
+
+// shutdownGrace bounds how long Close waits for requests in flight after
+// it has refused new ones and ended every watch; what is left after it is
+// closed by force.
+const shutdownGrace = 250 * time.Millisecond
 
 // New returns a server holding the namespaces default, kube-system and
 // kube-public, like a fresh cluster.
@@ -63,6 +74,7 @@ func New(opts Options) *Server {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{opts: opts, store: newStore(opts.Now), reg: newRegistry(), done: make(chan struct{}), codecs: builtinCodecs()}
+	s.base, s.cancelBase = context.WithCancel(context.Background())
 	for _, ns := range []string{"default", "kube-system", "kube-public", "kube-node-lease"} {
 		obj := object{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": ns}, "status": map[string]any{"phase": "Active"}}
 		if _, err := s.create(Resource{Version: "v1", Resource: "namespaces", Kind: "Namespace"}, "", obj); err != nil {
@@ -81,7 +93,11 @@ func (s *Server) Start(ctx context.Context, addr string) (*rest.Config, error) {
 		return nil, fmt.Errorf("simulated API server %q: listening on %s: %w", s.opts.Name, addr, err)
 	}
 	s.ln = ln
-	s.httpSrv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return s.base },
+	}
 	go func() {
 		defer close(s.done)
 		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -103,19 +119,32 @@ func (s *Server) RESTConfig() *rest.Config {
 	return &rest.Config{Host: "http://" + s.ln.Addr().String(), QPS: 1000, Burst: 2000}
 }
 
-// Close stops the server and ends every watch.
+// Close stops the server the way a real apiserver shuts down: from its
+// first instruction every new request (watches included) is answered 503
+// "apiserver is shutting down", every open watch ends, requests in flight
+// get a short grace and whatever is still open after it is closed by
+// force. Close returns once the server has stopped serving; calling it
+// again returns the first result.
 func (s *Server) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Server) close() error {
+	// Refuse new watches under the store's lock (a watch registered after
+	// this cannot exist), end the open ones and cancel every request.
+	s.store.shutDown()
+	s.cancelBase()
 	if s.httpSrv == nil {
 		return nil
 	}
-	s.store.mu.Lock()
-	for w := range s.store.watchers {
-		s.store.closeWatcher(w)
-	}
-	s.store.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	err := s.httpSrv.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// A client kept a connection busy past the grace: close it.
+		err = s.httpSrv.Close()
+	}
 	<-s.done
 	return err
 }
@@ -130,6 +159,13 @@ type request struct {
 
 // ServeHTTP implements the Kubernetes REST protocol.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.base.Err() != nil {
+		// As a real apiserver answers during its shutdown; no Retry-After,
+		// so that clients being stopped too do not wait to retry.
+		w.Header().Set("Connection", "close")
+		writeStatus(w, apierrors.NewServiceUnavailable("apiserver is shutting down"))
+		return
+	}
 	path := strings.Trim(r.URL.Path, "/")
 	switch {
 	case path == "version":

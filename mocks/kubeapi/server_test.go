@@ -3,8 +3,13 @@ package kubeapi_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -353,5 +358,85 @@ func TestProtobufBodies(t *testing.T) {
 	}
 	if _, err := cs.Discovery().ServerResourcesForGroupVersion("example.com/v1"); err != nil {
 		t.Fatalf("the CRD's resource is not served: %v", err)
+	}
+}
+
+// TestCloseUnderTraffic: Close returns promptly while clients keep
+// watching, re-watching and holding a request half-sent, and every request
+// after it is refused the way a real apiserver refuses during shutdown.
+func TestCloseUnderTraffic(t *testing.T) {
+	srv := kubeapi.New(kubeapi.Options{Name: t.Name()})
+	cfg, err := srv.Start(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	// Informers re-watch as soon as a watch ends.
+	stop := make(chan struct{})
+	defer close(stop)
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	pods := factory.Core().V1().Pods().Informer()
+	factory.Start(stop)
+	if !cache.WaitForCacheSync(stop, pods.HasSynced) {
+		t.Fatal("pod informer never synced")
+	}
+	// Raw watchers that reopen their watch in a loop, as fast as they can.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opened := make(chan struct{}, 1)
+	for range 4 {
+		go func() {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/api/v1/namespaces/default/pods?watch=true", nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					continue
+				}
+				select {
+				case opened <- struct{}{}:
+				default:
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+	<-opened
+	// A request whose body never finishes keeps its connection busy.
+	half, err := net.Dial("tcp", strings.TrimPrefix(cfg.Host, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer half.Close()
+	if _, err := io.WriteString(half, "POST /api/v1/namespaces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"apiVersion\":"); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- srv.Close() }()
+	select {
+	case err := <-done:
+		t.Logf("Close returned in %s (err %v)", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close is still waiting after 5 s")
+	}
+	// Nothing is left open: the half-sent request's connection is closed.
+	if err := half.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, half); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("a half-sent request's connection is still open 5 s after Close")
+		}
+	}
+	rec := httptest.NewRecorder()
+	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/namespaces/default/pods?watch=true", nil))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "shutting down") {
+		t.Fatalf("a watch after Close: %d %s, want 503 apiserver is shutting down", rec.Code, rec.Body)
+	}
+	if err := srv.Close(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("second Close: %v", err)
 	}
 }

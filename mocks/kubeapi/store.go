@@ -48,7 +48,9 @@ type store struct {
 	// history; watches from before it are answered 410 Gone.
 	trimmed  map[schema.GroupResource]uint64
 	watchers map[*watcher]struct{}
-	now      func() time.Time
+	// down is set by shutDown: no watch is registered after it.
+	down bool
+	now  func() time.Time
 }
 
 func newStore(now func() time.Time) *store {
@@ -158,6 +160,12 @@ func (s *store) watch(gr schema.GroupResource, namespace string, match func(obje
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w = &watcher{gr: gr, namespace: namespace, match: match, ch: make(chan event, watchBuffer)}
+	if s.down {
+		// The server is shutting down: the watch ends before it began.
+		w.closed = true
+		close(w.ch)
+		return w, nil, s.rv, false
+	}
 	switch {
 	case initial:
 		keys := make([]string, 0, len(s.objects[gr]))
@@ -183,6 +191,16 @@ func (s *store) watch(gr schema.GroupResource, namespace string, match func(obje
 	}
 	s.watchers[w] = struct{}{}
 	return w, replay, s.rv, false
+}
+
+// shutDown ends every watch and refuses new ones (watch answers gone).
+func (s *store) shutDown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = true
+	for w := range s.watchers {
+		s.closeWatcher(w)
+	}
 }
 
 func (s *store) stopWatch(w *watcher) {

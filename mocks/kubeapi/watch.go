@@ -40,6 +40,11 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request, req request
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Transfer-Encoding", "chunked")
 	w.WriteHeader(http.StatusOK)
+	if flusher != nil {
+		// Like a real apiserver: the client sees the watch open at once,
+		// before the first event.
+		flusher.Flush()
+	}
 	enc := json.NewEncoder(w)
 	send := func(typ string, obj any) bool {
 		if err := enc.Encode(map[string]any{"type": typ, "object": obj}); err != nil {
