@@ -31,8 +31,8 @@ if ! kubectl_ok; then
   echo "build-kubectl.sh: building kubectl ${KUBE_VERSION} into ${out}" >&2
   start=${SECONDS}
   (cd "${here}/kubectlbin" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
-    go build -trimpath -ldflags "-s -w ${vflags}" -o "${out}/.kubectl.tmp" .)
-  mv -f "${out}/.kubectl.tmp" "${out}/kubectl"
+    go build -trimpath -ldflags "-s -w ${vflags}" -o "${out}/.kubectl.tmp.$$" .)
+  mv -f "${out}/.kubectl.tmp.$$" "${out}/kubectl"
   echo "build-kubectl.sh: kubectl built in $((SECONDS - start)) s" >&2
 fi
 kubectl_ok || { echo "build-kubectl.sh: ${out}/kubectl does not report ${KUBE_VERSION}" >&2; exit 1; }

@@ -24,14 +24,16 @@ apiserver_ok() { reports "${assets}/kube-apiserver" "Kubernetes ${KUBE_VERSION}"
 etcd_ok() { reports "${assets}/etcd" "etcd Version: ${ETCD_VERSION}"; }
 
 # build <module dir> <package> <output name> [ldflags]: builds to a temporary
-# name and renames, so an interrupted build never leaves a half-written binary.
+# name and renames, so an interrupted build never leaves a half-written binary
+# (the name carries the PID: two builds at once, e.g. two test packages, do
+# not rename each other's output).
 build() {
   local dir="$1" pkg="$2" out="$3" ldflags="${4:-}"
   echo "build.sh: building ${out} from ${pkg} (module ${dir##*/}) into ${assets}" >&2
   local start=${SECONDS}
   (cd "${dir}" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
-    go build -trimpath -ldflags "-s -w ${ldflags}" -o "${assets}/.${out}.tmp" "${pkg}")
-  mv -f "${assets}/.${out}.tmp" "${assets}/${out}"
+    go build -trimpath -ldflags "-s -w ${ldflags}" -o "${assets}/.${out}.tmp.$$" "${pkg}")
+  mv -f "${assets}/.${out}.tmp.$$" "${assets}/${out}"
   echo "build.sh: ${out} built in $((SECONDS - start)) s" >&2
 }
 
