@@ -150,7 +150,10 @@ type Options struct {
 	ConsumerNodeCPU, ConsumerNodeMemory string
 	// NoConsoles skips the web consoles.
 	NoConsoles bool
-	Logger     *slog.Logger
+	// Workload starts with the demo workload switched on (the consumer
+	// console switches it later either way).
+	Workload bool
+	Logger   *slog.Logger
 	// Progress, when set, receives one short line per start-up step.
 	Progress func(string)
 }
@@ -745,7 +748,7 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, pkiDir string
 	f.run(ctx, "autoscaler", func(ctx context.Context) error { defer conn.Close(); return ca.Run(ctx) })
 
 	cons.Workload = cluster.NewWorkload(kube, "demo", log)
-	if err := cons.Workload.Set(cluster.WorkloadSpec{Replicas: 6, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}); err != nil {
+	if err := cons.Workload.Set(cluster.WorkloadSpec{Enabled: o.Workload, Replicas: 6, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}); err != nil {
 		return cons, err
 	}
 	f.run(ctx, "workload", cons.Workload.Run)

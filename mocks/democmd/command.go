@@ -72,6 +72,7 @@ the dashboard. Ctrl-C stops everything.`,
 	f.StringVar(&o.ListenHost, "listen-host", "127.0.0.1", "address of the broker, dashboard and consoles (the clusters always use their cities' loopback addresses)")
 	f.DurationVar(&o.PeeringDelay, "peering-delay", 2*time.Second, "simulated Liqo: delay before a borrowed virtual node becomes Ready")
 	f.DurationVar(&o.ScanInterval, "scan-interval", 2*time.Second, "the autoscaler's scan interval")
+	f.BoolVar(&o.Workload, "workload", false, "start with the demo workload switched on (6 pods of 1 CPU / 1 GiB; the consumer console switches it)")
 	f.DurationVar(&o.ScaleDownUnneededTime, "scale-down-unneeded-time", 10*time.Second, "a borrowed node idle this long is given back")
 	return cmd
 }
