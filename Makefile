@@ -8,7 +8,7 @@ LDFLAGS := -X github.com/federation-autoscaler/federation-autoscaler/cli.Version
 # real-apiserver suites build their control plane once into a cache.
 TEST_FLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: all build test generate bench demo fmt vet clean
+.PHONY: all build test generate bench demo fmt vet clean flake-hunt
 
 all: build
 
@@ -29,6 +29,11 @@ generate:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./...
+
+# Runs the timing-heavy packages N times each under CPU load (not part of
+# `make test`); N, LOAD, PKGS, RUN, TIMEOUT: see .ci/flake-hunt.
+flake-hunt:
+	./.ci/flake-hunt
 
 demo: build
 	./$(BIN) demo
