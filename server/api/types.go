@@ -225,9 +225,16 @@ type HeartbeatRequest struct {
 	ChosenProvider    string             `json:"chosenProvider,omitempty"`
 	// Reservations lists the reservation ids the consumer holds; listing
 	// them renews their lease (extension). Every heartbeat renews all of the
-	// consumer's live reservations whether or not it lists them.
+	// consumer's live reservations whether or not it lists them. At most
+	// MaxHeartbeatReservations ids.
 	Reservations []string `json:"reservations,omitempty"`
 }
+
+// MaxHeartbeatReservations caps HeartbeatRequest.Reservations; a longer
+// list is refused with 400 InvalidRequest. A consumer holds one reservation
+// per borrowed node, and Kubernetes supports clusters of up to 5 000 nodes,
+// so a real consumer lists at most half of this.
+const MaxHeartbeatReservations = 10000
 
 // HeartbeatResponse answers POST /api/v1/heartbeat.
 type HeartbeatResponse struct {

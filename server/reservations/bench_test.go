@@ -75,3 +75,42 @@ func BenchmarkInstructionHop(b *testing.B) {
 	b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds())/1000, "p99-ms")
 	_ = api.KindPeer
 }
+
+// BenchmarkHeartbeat10000 measures one consumer heartbeat listing 10 000
+// reservation ids (api.MaxHeartbeatReservations), each call durable (fsynced)
+// before it returns. unknown: every id is unknown to the broker (the
+// answer lists all of them); held: the consumer holds 2 000 live
+// reservations, lists them and 8 000 unknown ids.
+func BenchmarkHeartbeat10000(b *testing.B) {
+	for _, held := range []int{0, 2000} {
+		name := "unknown"
+		if held > 0 {
+			name = "held"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b)
+			e.advertise("p1", held+1)
+			e.heartbeat("c1")
+			listed := make([]string, 0, 10000)
+			for i := range held {
+				id := fmt.Sprintf("res-%08d", i)
+				e.reserve("c1", id, "p1")
+				listed = append(listed, id)
+			}
+			for i := len(listed); i < 10000; i++ {
+				listed = append(listed, fmt.Sprintf("res-unknown-%08d", i))
+			}
+			req := api.HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "liqo-c1", Reservations: listed}
+			b.ResetTimer()
+			for range b.N {
+				resp, err := e.s.Heartbeat(e.ctx, "c1", req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(resp.UnknownReservations) != 10000-held {
+					b.Fatalf("%d unknown, want %d", len(resp.UnknownReservations), 10000-held)
+				}
+			}
+		})
+	}
+}

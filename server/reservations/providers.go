@@ -195,7 +195,11 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	if req.ClusterID != cn {
 		return api.HeartbeatResponse{}, api.Errorf(api.CodeForbidden, "clusterId %q does not match the caller %q", req.ClusterID, cn)
 	}
-	listed := req.Reservations
+	if n := len(req.Reservations); n > api.MaxHeartbeatReservations {
+		return api.HeartbeatResponse{}, invalid("reservations lists %d ids; at most %d are accepted", n, api.MaxHeartbeatReservations)
+	}
+	// Per-id work that needs no state happens before the lock.
+	listed := distinct(req.Reservations)
 	req.Reservations = nil
 
 	s.mu.Lock()
@@ -210,10 +214,10 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	s.st.consumers[cn] = c
 	s.idx.UpsertConsumer(placementConsumer(c))
 	t.other = append(t.other, store.PutConsumer(c.rec))
+	// One map lookup per distinct id: O(n) under the lock.
 	var unknown []string
 	for _, id := range listed {
-		r := s.st.reservations[id]
-		if (r == nil || r.ConsumerID != cn || r.Phase.Terminal()) && !slices.Contains(unknown, id) {
+		if r := s.st.reservations[id]; r == nil || r.ConsumerID != cn || r.Phase.Terminal() {
 			unknown = append(unknown, id)
 		}
 	}
@@ -223,6 +227,28 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		return api.HeartbeatResponse{}, err
 	}
 	return api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown}, nil
+}
+
+// distinct returns ids without repeats, in the order of their first
+// occurrence, in O(len(ids)). A strictly increasing list (what the consumer
+// agent sends) is returned as it is, without allocating.
+func distinct(ids []string) []string {
+	increasing := true
+	for i := 1; i < len(ids) && increasing; i++ {
+		increasing = ids[i-1] < ids[i]
+	}
+	if increasing {
+		return ids
+	}
+	seen := make(map[string]struct{}, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // NodeGroups implements rest.Broker through the placement index.

@@ -16,7 +16,7 @@ import (
 )
 
 // maxListedReservations bounds HeartbeatRequest.Reservations.
-const maxListedReservations = 10000
+const maxListedReservations = api.MaxHeartbeatReservations
 
 func invalid(format string, args ...any) *api.Error {
 	return api.Errorf(api.CodeInvalidRequest, format, args...)
