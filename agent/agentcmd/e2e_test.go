@@ -145,7 +145,7 @@ func newFederation(tb testing.TB) *federation {
 			role = api.RoleConsumer
 		}
 		bundles[id] = filepath.Join(f.pkiDir, id+".tar.gz")
-		if err := pki.WriteJoinBundle(f.pkiDir, id, role, url, bundles[id], now); err != nil {
+		if err := pki.WriteJoinBundle(f.pkiDir, id, role, url, bundles[id], false, now); err != nil {
 			tb.Fatal(err)
 		}
 	}

@@ -66,7 +66,7 @@ func TestIdleFootprint(t *testing.T) {
 		t.Run(string(role), func(t *testing.T) {
 			id := "idle-" + string(role)
 			bundle := filepath.Join(f.pkiDir, id+".tar.gz")
-			if err := pki.WriteJoinBundle(f.pkiDir, id, role, "https://"+f.brokerAddr, bundle, time.Now()); err != nil {
+			if err := pki.WriteJoinBundle(f.pkiDir, id, role, "https://"+f.brokerAddr, bundle, false, time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithCancel(context.Background())

@@ -491,7 +491,7 @@ func (f *Federation) brokerClient(o Options, pkiDir, id string, role api.Role) (
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, err
 		}
-		if err := pki.WriteJoinBundle(pkiDir, id, role, f.BrokerURL, path, time.Now()); err != nil {
+		if err := pki.WriteJoinBundle(pkiDir, id, role, f.BrokerURL, path, false, time.Now()); err != nil {
 			return nil, fmt.Errorf("join bundle of %s: %w", id, err)
 		}
 	}

@@ -98,7 +98,10 @@ func parsePort(p string) (int, error) {
 // WriteJoinBundle mints a client certificate for clusterID with role
 // (provider or consumer) from the CA in dir and writes the join bundle out
 // (a .tar.gz, mode 0600) holding ca.crt, tls.crt, tls.key and join.yaml.
-func WriteJoinBundle(dir, clusterID string, role api.Role, brokerURL, out string, now time.Time) error {
+// It records the certificate in dir's registry (IssuedFile) and refuses a
+// cluster id the registry holds under the other role: one cluster id has
+// one role. It refuses to replace an existing out unless force is set.
+func WriteJoinBundle(dir, clusterID string, role api.Role, brokerURL, out string, force bool, now time.Time) error {
 	if err := ValidateClusterID(clusterID); err != nil {
 		return err
 	}
@@ -115,8 +118,34 @@ func WriteJoinBundle(dir, clusterID string, role api.Role, brokerURL, out string
 	if err != nil {
 		return err
 	}
-	data, err := BuildJoinBundle(ca, clusterID, role, brokerURL, now)
+	unlock, err := lockIssued(dir)
 	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := refuseExistingBundle(out, force); err != nil {
+		return err
+	}
+	reg, err := readIssued(dir)
+	if err != nil {
+		return err
+	}
+	if c, ok := reg.conflict(clusterID, role); ok {
+		return fmt.Errorf("cluster id %q already holds a %s certificate (serial %s, issued %s): one cluster id has one role, and a %s certificate with the same id would be the same cluster to the broker; choose another cluster id for the %s (to retire the %s certificate instead, rotate the CA with `pki init --force` and re-issue every bundle)",
+			clusterID, c.Role, c.Serial, c.IssuedAt.UTC().Format(time.RFC3339), role, role, c.Role)
+	}
+	data, cert, err := buildJoinBundle(ca, clusterID, role, brokerURL, now)
+	if err != nil {
+		return err
+	}
+	// Record first: a bundle written but not recorded would escape the
+	// role check; a recorded certificate whose bundle failed to write only
+	// reserves the id for its role.
+	reg.Certificates = append(reg.Certificates, IssuedCert{
+		ClusterID: clusterID, Role: role, Serial: cert.SerialNumber.Text(16),
+		IssuedAt: now.UTC().Truncate(time.Second), NotAfter: cert.NotAfter.UTC(),
+	})
+	if err := writeIssued(dir, reg); err != nil {
 		return err
 	}
 	if d := filepath.Dir(out); d != "" {
@@ -127,27 +156,51 @@ func WriteJoinBundle(dir, clusterID string, role api.Role, brokerURL, out string
 	return writeFileAtomic(out, data, 0o600)
 }
 
+// refuseExistingBundle fails when out exists, unless force.
+func refuseExistingBundle(out string, force bool) error {
+	if force {
+		return nil
+	}
+	if _, err := os.Lstat(out); err == nil {
+		return fmt.Errorf("%s already exists: refusing to overwrite a join bundle (it may be another cluster's); choose another --out, or use --force to replace it", out)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("check %s: %w", out, err)
+	}
+	return nil
+}
+
 // BuildJoinBundle mints a client certificate with ca and returns the join
 // bundle bytes (.tar.gz). role may be empty, which builds a legacy
 // (role-less) bundle; the pki join command never does.
 func BuildJoinBundle(ca *CA, clusterID string, role api.Role, brokerURL string, now time.Time) ([]byte, error) {
+	data, _, err := buildJoinBundle(ca, clusterID, role, brokerURL, now)
+	return data, err
+}
+
+// buildJoinBundle is BuildJoinBundle that also returns the certificate.
+func buildJoinBundle(ca *CA, clusterID string, role api.Role, brokerURL string, now time.Time) ([]byte, *x509.Certificate, error) {
 	if _, err := ValidateBrokerURL(brokerURL); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	certPEM, keyPEM, err := ca.IssueClient(clusterID, role, now)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	cert, err := ParseCertificatePEM(certPEM)
+	if err != nil {
+		return nil, nil, err
 	}
 	joinYAML, err := yaml.Marshal(JoinConfig{ClusterID: clusterID, Role: role, BrokerURL: brokerURL})
 	if err != nil {
-		return nil, fmt.Errorf("encode join.yaml: %w", err)
+		return nil, nil, fmt.Errorf("encode join.yaml: %w", err)
 	}
-	return packBundle(now, []file{
+	data, err := packBundle(now, []file{
 		{BundleCACert, ca.certPEM, 0o644},
 		{BundleCert, certPEM, 0o644},
 		{BundleKey, keyPEM, 0o600},
 		{BundleJoinYAML, joinYAML, 0o644},
 	})
+	return data, cert, err
 }
 
 func packBundle(now time.Time, files []file) ([]byte, error) {

@@ -305,8 +305,8 @@ func (ca *CA) issue(tmpl *x509.Certificate, now time.Time, validity time.Duratio
 
 // Init creates the federation PKI in dir: ca.crt, ca.key (0600), broker.crt
 // and broker.key (0600), the broker certificate carrying hosts plus
-// 127.0.0.1 and localhost. It refuses to replace an existing CA unless
-// force is set.
+// 127.0.0.1 and localhost, and an empty registry of issued certificates
+// (IssuedFile). It refuses to replace an existing CA unless force is set.
 func Init(dir string, hosts []string, force bool, now time.Time) error {
 	if err := refuseExisting(dir, force, CACertFile, CAKeyFile); err != nil {
 		return err
@@ -323,12 +323,16 @@ func Init(dir string, hosts []string, force bool, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	return writeFiles(dir, []file{
+	if err := writeFiles(dir, []file{
 		{BrokerCertFile, certPEM, 0o644},
 		{BrokerKeyFile, keyPEM, 0o600},
 		{CAKeyFile, caKeyPEM, 0o600},
 		{CACertFile, ca.certPEM, 0o644},
-	})
+	}); err != nil {
+		return err
+	}
+	// Certificates of a replaced CA no longer work: forget them.
+	return writeIssued(dir, issuedRegistry{})
 }
 
 // ServerTLSConfig is the broker's API listener configuration: it serves
@@ -478,7 +482,10 @@ func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
 }
 
-func readLimited(path string) ([]byte, error) {
+func readLimited(path string) ([]byte, error) { return readLimitedN(path, maxPEMSize) }
+
+// readLimitedN reads the file at path, refusing one larger than limit bytes.
+func readLimitedN(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -488,8 +495,8 @@ func readLimited(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > maxPEMSize {
-		return nil, fmt.Errorf("%s is %d bytes, larger than the %d-byte limit for a PEM file", path, st.Size(), maxPEMSize)
+	if st.Size() > limit {
+		return nil, fmt.Errorf("%s is %d bytes, larger than the %d-byte limit for this file", path, st.Size(), limit)
 	}
 	buf := make([]byte, st.Size())
 	if _, err := io.ReadFull(f, buf); err != nil {
@@ -557,6 +564,15 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	// The rename is durable once the directory is synced.
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return fmt.Errorf("write %s: sync directory: %w", path, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("write %s: sync directory: %w", path, err)
 	}
 	return nil
 }

@@ -34,7 +34,7 @@ func TestInitWritesFilesWithModesAndRefusesOverwrite(t *testing.T) {
 	if err := Init(dir, []string{"broker.example.org", "10.0.0.7"}, false, t0); err != nil {
 		t.Fatal(err)
 	}
-	for name, mode := range map[string]os.FileMode{CACertFile: 0o644, CAKeyFile: 0o600, BrokerCertFile: 0o644, BrokerKeyFile: 0o600} {
+	for name, mode := range map[string]os.FileMode{CACertFile: 0o644, CAKeyFile: 0o600, BrokerCertFile: 0o644, BrokerKeyFile: 0o600, IssuedFile: 0o600} {
 		st, err := os.Stat(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -67,8 +67,8 @@ func TestInitWritesFilesWithModesAndRefusesOverwrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 4 {
-		t.Fatalf("dir holds %d entries, want 4 (no temp files left)", len(entries))
+	if len(entries) != 5 {
+		t.Fatalf("dir holds %d entries, want 5 (no temp files left)", len(entries))
 	}
 }
 
@@ -228,7 +228,7 @@ func TestWriteJoinBundleValidation(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := WriteJoinBundle(dir, tt.id, tt.role, tt.url, out, t0)
+			err := WriteJoinBundle(dir, tt.id, tt.role, tt.url, out, false, t0)
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
 			}
@@ -237,7 +237,7 @@ func TestWriteJoinBundleValidation(t *testing.T) {
 			}
 		})
 	}
-	if err := WriteJoinBundle(t.TempDir(), "a", api.RoleProvider, "https://b", out, t0); err == nil || !strings.Contains(err.Error(), "pki init") {
+	if err := WriteJoinBundle(t.TempDir(), "a", api.RoleProvider, "https://b", out, false, t0); err == nil || !strings.Contains(err.Error(), "pki init") {
 		t.Fatalf("missing CA: err = %v", err)
 	}
 }
@@ -248,7 +248,7 @@ func TestJoinBundleRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "sub", "c1.tar.gz")
-	if err := WriteJoinBundle(dir, "consumer-1", api.RoleConsumer, "https://broker.example.org:8443/ignored", out, t0); err != nil {
+	if err := WriteJoinBundle(dir, "consumer-1", api.RoleConsumer, "https://broker.example.org:8443/ignored", out, false, t0); err != nil {
 		t.Fatal(err)
 	}
 	st, err := os.Stat(out)
@@ -288,7 +288,7 @@ func TestJoinBundleRoundTrip(t *testing.T) {
 	}
 	// Real clock: LoadBundle on a bundle issued now.
 	out2 := filepath.Join(t.TempDir(), "p.tar.gz")
-	if err := WriteJoinBundle(dir, "provider-1", api.RoleProvider, "https://127.0.0.1:8443", out2, time.Now()); err != nil {
+	if err := WriteJoinBundle(dir, "provider-1", api.RoleProvider, "https://127.0.0.1:8443", out2, false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := LoadBundle(out2); err != nil || b.Role != api.RoleProvider {
@@ -553,7 +553,7 @@ func TestMTLSHandshake(t *testing.T) {
 		t.Fatalf("server config: Min=%x ClientAuth=%v", srvCfg.MinVersion, srvCfg.ClientAuth)
 	}
 	out := filepath.Join(t.TempDir(), "c.tar.gz")
-	if err := WriteJoinBundle(dir, "consumer-7", api.RoleConsumer, "https://127.0.0.1:8443", out, time.Now()); err != nil {
+	if err := WriteJoinBundle(dir, "consumer-7", api.RoleConsumer, "https://127.0.0.1:8443", out, false, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	b, err := LoadBundle(out)

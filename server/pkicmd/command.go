@@ -73,16 +73,23 @@ signed by the old CA stops working.`,
 }
 
 func newJoinCommand(now func() time.Time) *cobra.Command {
-	var dir, clusterID, role, brokerURL, out string
+	var (
+		dir, clusterID, role, brokerURL, out string
+		force                                bool
+	)
 	cmd := &cobra.Command{
-		Use:   "join --dir D --cluster-id ID --role provider|consumer --broker-url URL --out F",
+		Use:   "join --dir D --cluster-id ID --role provider|consumer --broker-url URL --out F [--force]",
 		Short: "Mint a member cluster's client certificate into a join bundle",
 		Long: `join signs a client certificate with the CA in --dir (CN = --cluster-id, the
 role recorded in the certificate, valid 1 year) and writes the join bundle
 --out (a .tar.gz, mode 0600) holding ca.crt, tls.crt, tls.key and join.yaml
 (clusterId, role, brokerURL). The cluster id must be a DNS-1123 label; the
 broker URL must be https. The bundle holds a private key: send it over a
-channel you trust (docs/pki.md).`,
+channel you trust (docs/pki.md).
+
+Every certificate issued is recorded in --dir/issued.json. join refuses a
+cluster id already issued under the other role (one cluster id has one
+role), and refuses to overwrite an existing --out unless --force is given.`,
 		Example: `  federation-autoscaler pki join --dir /etc/fa/pki --cluster-id paris-1 --role provider \
       --broker-url https://broker.example.org:8443 --out paris-1.tar.gz`,
 		Args: cobra.NoArgs,
@@ -96,7 +103,7 @@ channel you trust (docs/pki.md).`,
 			if r != api.RoleProvider && r != api.RoleConsumer {
 				return fmt.Errorf("--role %q: use provider or consumer", role)
 			}
-			if err := pki.WriteJoinBundle(dir, clusterID, r, brokerURL, out, now()); err != nil {
+			if err := pki.WriteJoinBundle(dir, clusterID, r, brokerURL, out, force, now()); err != nil {
 				return err
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "wrote join bundle %s (cluster %s, role %s, broker %s)\n", out, clusterID, r, brokerURL)
@@ -108,6 +115,7 @@ channel you trust (docs/pki.md).`,
 	cmd.Flags().StringVar(&role, "role", "", "provider or consumer (required)")
 	cmd.Flags().StringVar(&brokerURL, "broker-url", "", "https URL of the broker API, e.g. https://broker.example.org:8443 (required)")
 	cmd.Flags().StringVar(&out, "out", "", "path of the join bundle to write, e.g. cluster.tar.gz (required)")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing --out file")
 	return cmd
 }
 

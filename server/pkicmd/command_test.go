@@ -117,6 +117,55 @@ func TestJoinErrors(t *testing.T) {
 	}
 }
 
+// pki join: one cluster id has one role; an existing bundle is replaced
+// only with --force.
+func TestJoinRefusals(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := run(t, "pki", "init", "--dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	outDir := t.TempDir()
+	join := func(id, role, out string, extra ...string) error {
+		args := []string{"pki", "join", "--dir", dir, "--cluster-id", id, "--role", role, "--broker-url", "https://b:8443", "--out", filepath.Join(outDir, out)}
+		_, err := run(t, append(args, extra...)...)
+		return err
+	}
+	if err := join("lyon-1", "consumer", "lyon-1.tar.gz"); err != nil {
+		t.Fatal(err)
+	}
+	first := mustRead(t, filepath.Join(outDir, "lyon-1.tar.gz"))
+	tests := []struct {
+		name, id, role, out string
+		extra               []string
+		wantErr             string
+	}{
+		{"the id under the other role", "lyon-1", "provider", "lyon-1-p.tar.gz", nil, `cluster id "lyon-1" already holds a consumer certificate`},
+		{"the id under the other role with --force", "lyon-1", "provider", "lyon-1-p.tar.gz", []string{"--force"}, "choose another cluster id for the provider"},
+		{"an existing bundle", "lyon-1", "consumer", "lyon-1.tar.gz", nil, "already exists: refusing to overwrite a join bundle"},
+		{"another cluster onto an existing bundle", "lyon-2", "consumer", "lyon-1.tar.gz", nil, "--force"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := join(tt.id, tt.role, tt.out, tt.extra...)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(outDir, "lyon-1-p.tar.gz")); !os.IsNotExist(err) {
+		t.Fatal("a refused join wrote its bundle")
+	}
+	if !bytes.Equal(first, mustRead(t, filepath.Join(outDir, "lyon-1.tar.gz"))) {
+		t.Fatal("a refused join changed the existing bundle")
+	}
+	if err := join("lyon-1", "consumer", "lyon-1.tar.gz", "--force"); err != nil {
+		t.Fatalf("re-issue with --force: %v", err)
+	}
+	if bytes.Equal(first, mustRead(t, filepath.Join(outDir, "lyon-1.tar.gz"))) {
+		t.Fatal("--force did not replace the bundle")
+	}
+}
+
 func TestEnvFallback(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "pki")
 	bundle := filepath.Join(t.TempDir(), "c.tar.gz")
