@@ -76,6 +76,11 @@ const (
 	RoleConsumer Role = "consumer"
 )
 
+// Acts reports whether a caller whose certificate records role r may act as
+// want. The empty role is a legacy (role-less) certificate, which the broker
+// accepts only with --allow-legacy-certs; it acts as both.
+func (r Role) Acts(want Role) bool { return r == "" || r == want }
+
 // Result statuses for InstructionResultRequest.Status.
 const (
 	ResultSucceeded = "Succeeded"

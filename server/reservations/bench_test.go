@@ -48,7 +48,7 @@ func BenchmarkInstructionHop(b *testing.B) {
 		e.reserve("c1", id, "p1")
 		got := make(chan time.Time, 1)
 		go func() {
-			v, err := e.s.Instructions(e.ctx, "c1", time.Minute)
+			v, err := e.s.Instructions(e.ctx, "c1", api.RoleConsumer, time.Minute)
 			if err != nil || len(v) != 1 || v[0].ID != peerName(id) {
 				b.Errorf("hop %d woke with %v, %v", i, ids(v), err)
 			}

@@ -146,7 +146,7 @@ func TestChurnKeepsInvariants(t *testing.T) {
 			case v.Kind == api.KindPeer:
 				req = peered("vn-" + v.ReservationID)
 			}
-			if err := e.s.PostResult(e.ctx, cn, v.ID, req); err != nil {
+			if err := e.s.PostResult(e.ctx, cn, e.role(cn), v.ID, req); err != nil {
 				t.Fatalf("step %d result %s: %v", step, v.ID, err)
 			}
 		case op < 93:
@@ -209,7 +209,7 @@ func TestConcurrentChurn(t *testing.T) {
 					continue
 				}
 				for _, cn := range []string{p, c, c} {
-					vs, err := e.s.Instructions(e.ctx, cn, 0)
+					vs, err := e.s.Instructions(e.ctx, cn, e.role(cn), 0)
 					if err != nil {
 						errs <- err
 						return
@@ -223,7 +223,7 @@ func TestConcurrentChurn(t *testing.T) {
 							req = peered("vn")
 						}
 						// Another worker may post the same result: replays are fine.
-						if err := e.s.PostResult(e.ctx, cn, v.ID, req); err != nil && !api.IsCode(err, api.CodeNotFound) {
+						if err := e.s.PostResult(e.ctx, cn, e.role(cn), v.ID, req); err != nil && !api.IsCode(err, api.CodeNotFound) {
 							errs <- err
 						}
 					}

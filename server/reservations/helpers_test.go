@@ -146,9 +146,20 @@ func (e *env) phase(id string) api.Phase {
 	return r.Phase
 }
 
+// role is the role cn plays in the service: provider once it advertised,
+// else consumer.
+func (e *env) role(cn string) api.Role {
+	e.s.mu.Lock()
+	defer e.s.mu.Unlock()
+	if _, ok := e.s.st.providers[cn]; ok {
+		return api.RoleProvider
+	}
+	return api.RoleConsumer
+}
+
 func (e *env) instructions(cn string) []api.InstructionView {
 	e.t.Helper()
-	v, err := e.s.Instructions(e.ctx, cn, 0)
+	v, err := e.s.Instructions(e.ctx, cn, e.role(cn), 0)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -199,7 +210,7 @@ func peered(names ...string) api.InstructionResultRequest {
 
 func (e *env) result(cn, id string, req api.InstructionResultRequest) {
 	e.t.Helper()
-	if err := e.s.PostResult(e.ctx, cn, id, req); err != nil {
+	if err := e.s.PostResult(e.ctx, cn, e.role(cn), id, req); err != nil {
 		e.t.Fatalf("result %s by %s: %v", id, cn, err)
 	}
 }

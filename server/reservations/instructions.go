@@ -2,6 +2,7 @@ package reservations
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -17,14 +18,14 @@ import (
 // until one exists, wait elapses or ctx ends; the waiter is woken the
 // instant an instruction for cn is issued or re-armed. Delivery writes
 // nothing (bug #22).
-func (s *Service) Instructions(ctx context.Context, cn string, wait time.Duration) ([]api.InstructionView, error) {
+func (s *Service) Instructions(ctx context.Context, cn string, role api.Role, wait time.Duration) ([]api.InstructionView, error) {
 	if wait > s.cfg.MaxWait {
 		wait = s.cfg.MaxWait
 	}
 	var timer <-chan time.Time
 	for {
 		s.mu.Lock()
-		views := s.viewsLocked(cn, s.clock.Now())
+		views := s.viewsLocked(cn, role, s.clock.Now())
 		if len(views) > 0 || wait <= 0 {
 			s.mu.Unlock()
 			return views, nil
@@ -60,12 +61,14 @@ func (s *Service) Instructions(ctx context.Context, cn string, wait time.Duratio
 // Waiters returns the number of long-poll calls currently blocked.
 func (s *Service) Waiters() int64 { return s.waiters.Load() }
 
-// viewsLocked returns cn's deliverable instructions.
-func (s *Service) viewsLocked(cn string, now time.Time) []api.InstructionView {
+// viewsLocked returns the deliverable instructions of cn in role.
+func (s *Service) viewsLocked(cn string, role api.Role, now time.Time) []api.InstructionView {
 	m := s.st.pending[cn]
 	list := make([]*store.Instruction, 0, len(m))
 	for _, in := range m {
-		list = append(list, in)
+		if role.Acts(targetRole(in)) {
+			list = append(list, in)
+		}
 	}
 	slices.SortFunc(list, func(a, b *store.Instruction) int {
 		if a.Flavour != b.Flavour {
@@ -91,6 +94,24 @@ func (s *Service) viewsLocked(cn string, now time.Time) []api.InstructionView {
 		}
 	}
 	return out
+}
+
+// targetRole is the role of an instruction's target: provider-flavour
+// instructions go to a provider, reservation-flavour ones to a consumer.
+func targetRole(in *store.Instruction) api.Role {
+	if in.Flavour == store.FlavourProvider {
+		return api.RoleProvider
+	}
+	return api.RoleConsumer
+}
+
+// callerName names a caller in messages: "the consumer \"c1\"", or "cluster
+// \"c1\"" for a legacy certificate.
+func callerName(cn string, role api.Role) string {
+	if role == "" {
+		return fmt.Sprintf("cluster %q", cn)
+	}
+	return fmt.Sprintf("the %s %q", role, cn)
 }
 
 // expiresAt is the deadline of a Peer or GenerateKubeconfig instruction:
@@ -176,7 +197,7 @@ func validateResult(req api.InstructionResultRequest) *api.Error {
 // GenerateKubeconfig success moves every reservation of the pair that waits
 // for it to Peering at once. A result for an enforced instruction is an
 // idempotent replay (no side effects).
-func (s *Service) PostResult(ctx context.Context, cn, id string, req api.InstructionResultRequest) error {
+func (s *Service) PostResult(ctx context.Context, cn string, role api.Role, id string, req api.InstructionResultRequest) error {
 	if id == "" {
 		return invalid("instruction id is empty")
 	}
@@ -189,9 +210,9 @@ func (s *Service) PostResult(ctx context.Context, cn, id string, req api.Instruc
 		s.mu.Unlock()
 		return api.Errorf(api.CodeNotFound, "instruction %q not found", id)
 	}
-	if in.TargetID != cn {
+	if want := targetRole(in); in.TargetID != cn || !role.Acts(want) {
 		s.mu.Unlock()
-		return api.Errorf(api.CodeForbidden, "instruction %q targets cluster %q, not %q", id, in.TargetID, cn)
+		return api.Errorf(api.CodeForbidden, "instruction %q is for the %s %q, not for %s", id, want, in.TargetID, callerName(cn, role))
 	}
 	if in.Enforced {
 		s.mu.Unlock()

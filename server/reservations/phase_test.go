@@ -37,7 +37,7 @@ func TestHappyPath(t *testing.T) {
 		t.Fatalf("peer = %+v", peer)
 	}
 	e.result("c1", "peer-r1", peered("vn-1", "vn-1", "vn-2"))
-	r, err := e.s.Reservation(e.ctx, "c1", "r1")
+	r, err := e.s.Reservation(e.ctx, "c1", api.RoleConsumer, "r1")
 	if err != nil || r.Status != api.PhasePeered || !slices.Equal(r.VirtualNodeNames, []string{"vn-1", "vn-2"}) || r.ActivatedAt == nil {
 		t.Fatalf("reservation = %+v, %v", r, err)
 	}
@@ -305,7 +305,7 @@ func TestResultValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			wantCode(t, e.s.PostResult(e.ctx, tc.cn, tc.id, tc.req), tc.code)
+			wantCode(t, e.s.PostResult(e.ctx, tc.cn, e.role(tc.cn), tc.id, tc.req), tc.code)
 		})
 	}
 	if got := e.phase("r1"); got != api.PhaseGeneratingKubeconfig {

@@ -101,7 +101,7 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 		Accepted:     true,
 		NextReportIn: "30s",
 		ChunkCounts:  map[api.ChunkType]int32{},
-		Instructions: s.viewsLocked(cn, t.now),
+		Instructions: s.viewsLocked(cn, api.RoleProvider, t.now),
 	}
 	for typ, n := range p.chunks {
 		resp.ChunkCounts[typ] = n

@@ -202,8 +202,9 @@ func (s *Service) reservationResponse(r *store.Reservation) api.ReservationRespo
 	}
 }
 
-// Reservation implements rest.Broker.
-func (s *Service) Reservation(ctx context.Context, cn, id string) (api.ReservationResponse, error) {
+// Reservation implements rest.Broker: the reservation's consumer (in the
+// consumer role) and its provider (in the provider role) may read it.
+func (s *Service) Reservation(ctx context.Context, cn string, role api.Role, id string) (api.ReservationResponse, error) {
 	if id == "" {
 		return api.ReservationResponse{}, invalid("reservation id is empty")
 	}
@@ -213,8 +214,10 @@ func (s *Service) Reservation(ctx context.Context, cn, id string) (api.Reservati
 	if !ok {
 		return api.ReservationResponse{}, api.Errorf(api.CodeNotFound, "reservation %q not found", id)
 	}
-	if cn != r.ConsumerID && cn != r.ProviderID {
-		return api.ReservationResponse{}, api.Errorf(api.CodeForbidden, "cluster %q is neither the consumer nor the provider of reservation %q", cn, id)
+	consumer := cn == r.ConsumerID && role.Acts(api.RoleConsumer)
+	provider := cn == r.ProviderID && role.Acts(api.RoleProvider)
+	if !consumer && !provider {
+		return api.ReservationResponse{}, api.Errorf(api.CodeForbidden, "%s is neither the consumer nor the provider of reservation %q", callerName(cn, role), id)
 	}
 	return s.reservationResponse(r), nil
 }

@@ -236,12 +236,12 @@ func TestReleaseErrors(t *testing.T) {
 	wantCode(t, err, api.CodeNotImplemented)
 	_, err = e.s.Release(e.ctx, "c1", "r1", -1)
 	wantCode(t, err, api.CodeInvalidRequest)
-	if _, err := e.s.Reservation(e.ctx, "p1", "r1"); err != nil {
+	if _, err := e.s.Reservation(e.ctx, "p1", api.RoleProvider, "r1"); err != nil {
 		t.Fatalf("provider may read: %v", err)
 	}
-	_, err = e.s.Reservation(e.ctx, "c2", "r1")
+	_, err = e.s.Reservation(e.ctx, "c2", api.RoleConsumer, "r1")
 	wantCode(t, err, api.CodeForbidden)
-	_, err = e.s.Reservation(e.ctx, "c1", "nope")
+	_, err = e.s.Reservation(e.ctx, "c1", api.RoleConsumer, "nope")
 	wantCode(t, err, api.CodeNotFound)
 }
 

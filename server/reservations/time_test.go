@@ -31,7 +31,7 @@ func TestLeases(t *testing.T) {
 	if e.phase("r1") != api.PhasePeered || e.phase("r2") != api.PhasePeering {
 		t.Fatalf("phases %s %s after renewed leases", e.phase("r1"), e.phase("r2"))
 	}
-	r, _ := e.s.Reservation(e.ctx, "c1", "r1")
+	r, _ := e.s.Reservation(e.ctx, "c1", api.RoleConsumer, "r1")
 	if !r.ExpiresAt.Time.Equal(e.clk.Now().Add(DefaultReservationLease)) {
 		t.Fatalf("expiresAt %v is not the lease deadline", r.ExpiresAt)
 	}
@@ -127,15 +127,15 @@ func TestGarbageCollection(t *testing.T) {
 	e.heartbeat("c1")
 	e.advertise("p1", 1)
 	e.s.sweep(e.ctx)
-	wantCode(t, e.s.PostResult(e.ctx, "p1", "gk.c1.p1", kubeconfig("K")), api.CodeNotFound)
-	if _, err := e.s.Reservation(e.ctx, "c1", "r1"); err != nil {
+	wantCode(t, e.s.PostResult(e.ctx, "p1", api.RoleProvider, "gk.c1.p1", kubeconfig("K")), api.CodeNotFound)
+	if _, err := e.s.Reservation(e.ctx, "c1", api.RoleConsumer, "r1"); err != nil {
 		t.Fatal("terminal reservation collected too early")
 	}
 	e.clk.Step(DefaultTerminalGC - DefaultEnforcedGC)
 	e.heartbeat("c1")
 	e.advertise("p1", 1)
 	e.s.sweep(e.ctx)
-	_, err := e.s.Reservation(e.ctx, "c1", "r1")
+	_, err := e.s.Reservation(e.ctx, "c1", api.RoleConsumer, "r1")
 	wantCode(t, err, api.CodeNotFound)
 	// A replay of a collected id creates anew.
 	if _, created, err := e.s.Reserve(e.ctx, "c1", "r1", stdReq("p1")); err != nil || !created {
@@ -153,7 +153,7 @@ func TestLongPollWakesOnIssue(t *testing.T) {
 	e.heartbeat("c1")
 	got := make(chan []api.InstructionView, 1)
 	go func() {
-		v, _ := e.s.Instructions(e.ctx, "p1", 30*time.Second)
+		v, _ := e.s.Instructions(e.ctx, "p1", api.RoleProvider, 30*time.Second)
 		got <- v
 	}()
 	eventually(t, "the waiter to block", func() bool { return e.s.Waiters() == 1 })
@@ -173,7 +173,7 @@ func TestLongPollWakesOnIssue(t *testing.T) {
 
 	// The consumer waits; the provider's result wakes it with the Peer.
 	go func() {
-		v, _ := e.s.Instructions(e.ctx, "c1", 30*time.Second)
+		v, _ := e.s.Instructions(e.ctx, "c1", api.RoleConsumer, 30*time.Second)
 		got <- v
 	}()
 	eventually(t, "the consumer to wait", func() bool { return e.s.Waiters() == 1 })
@@ -192,7 +192,7 @@ func TestLongPollTimeoutAndCancel(t *testing.T) {
 	e := newEnv(t)
 	got := make(chan []api.InstructionView, 1)
 	go func() {
-		v, _ := e.s.Instructions(e.ctx, "c1", 5*time.Minute) // capped at MaxWait
+		v, _ := e.s.Instructions(e.ctx, "c1", api.RoleConsumer, 5*time.Minute) // capped at MaxWait
 		got <- v
 	}()
 	eventually(t, "the waiter's timer", func() bool { return e.clk.HasWaiters() && e.s.Waiters() == 1 })
@@ -207,7 +207,7 @@ func TestLongPollTimeoutAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	go func() {
-		v, _ := e.s.Instructions(ctx, "c1", time.Minute)
+		v, _ := e.s.Instructions(ctx, "c1", api.RoleConsumer, time.Minute)
 		got <- v
 	}()
 	eventually(t, "the waiter", func() bool { return e.s.Waiters() == 1 })
@@ -291,7 +291,7 @@ func TestFailedCommitRollsBack(t *testing.T) {
 	if e.reserved("p1") != 0 {
 		t.Fatal("failed reserve kept its chunk")
 	}
-	if _, err := e.s.Reservation(e.ctx, "c1", "r1"); !api.IsCode(err, api.CodeNotFound) {
+	if _, err := e.s.Reservation(e.ctx, "c1", api.RoleConsumer, "r1"); !api.IsCode(err, api.CodeNotFound) {
 		t.Fatalf("failed reservation still visible: %v", err)
 	}
 	e.reserve("c1", "r1", "p1")
@@ -463,7 +463,7 @@ func TestCloseEndsWaitersAndRefusesWrites(t *testing.T) {
 	e.heartbeat("c1")
 	got := make(chan struct{})
 	go func() {
-		_, _ = e.s.Instructions(e.ctx, "c1", time.Minute)
+		_, _ = e.s.Instructions(e.ctx, "c1", api.RoleConsumer, time.Minute)
 		close(got)
 	}()
 	eventually(t, "the waiter", func() bool { return e.s.Waiters() == 1 })

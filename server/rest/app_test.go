@@ -118,7 +118,7 @@ func TestStatusAndCodes(t *testing.T) {
 			ReleaseFn: func(context.Context, string, string, int) (api.ReleaseResponse, error) {
 				return api.ReleaseResponse{}, err
 			},
-			PostResultFn: func(context.Context, string, string, api.InstructionResultRequest) error { return err },
+			PostResultFn: func(context.Context, string, api.Role, string, api.InstructionResultRequest) error { return err },
 		}
 	}
 	tests := []struct {
@@ -364,7 +364,7 @@ func TestPanicIsInternalError(t *testing.T) {
 
 func TestInstructionsWaitAndEmptyList(t *testing.T) {
 	var got time.Duration
-	b := &fakeBroker{InstructionsFn: func(ctx context.Context, cn string, wait time.Duration) ([]api.InstructionView, error) {
+	b := &fakeBroker{InstructionsFn: func(ctx context.Context, cn string, _ api.Role, wait time.Duration) ([]api.InstructionView, error) {
 		got = wait
 		<-ctx.Done() // the handler bounds the wait
 		return nil, ctx.Err()

@@ -98,7 +98,7 @@ func BenchmarkInstructionHop(b *testing.B) {
 		mustStatus(b, cons.Must(b, "DELETE", "/api/v1/reservations/"+res, nil), 202)
 		resume <- struct{}{}
 		waitFor(b, func() bool {
-			r, err := br.svc.Reservation(ctx, "cons-a", res)
+			r, err := br.svc.Reservation(ctx, "cons-a", api.RoleConsumer, res)
 			return err == nil && r.Status == api.PhaseReleased
 		})
 		for _, in := range pending(b, prov) { // provider-side Cleanup

@@ -9,8 +9,10 @@ import (
 
 // Broker is what the HTTP layer needs from the broker's domain
 // (server/reservations implements it). Every method takes the caller's
-// identity (the certificate CN) and returns *api.Error for anything the
-// caller did wrong; any other error is an internal error.
+// identity (the certificate CN; where a route serves both roles, also the
+// certificate's role, "" for a legacy certificate that acts as both) and
+// returns *api.Error for anything the caller did wrong; any other error is
+// an internal error.
 type Broker interface {
 	// Advertise upserts a provider's advertisement. The request was decoded
 	// and its clusterId checked against cn by the caller of this method.
@@ -28,17 +30,20 @@ type Broker interface {
 	// ServiceUnavailable (provider stale), InsufficientCapacity, Forbidden
 	// (sharing rules), Conflict (same id, other spec).
 	Reserve(ctx context.Context, cn, id string, req api.ReservationRequest) (resp api.ReservationResponse, created bool, err error)
-	// Reservation returns reservation id if cn is its consumer or provider
-	// (Forbidden otherwise, NotFound when missing).
-	Reservation(ctx context.Context, cn, id string) (api.ReservationResponse, error)
+	// Reservation returns reservation id if cn acting as role is its
+	// consumer or its provider (Forbidden otherwise, NotFound when missing).
+	Reservation(ctx context.Context, cn string, role api.Role, id string) (api.ReservationResponse, error)
 	// Release moves reservation id of consumer cn towards Released. chunks is
 	// the ?chunks query (0 = all).
 	Release(ctx context.Context, cn, id string, chunks int) (api.ReleaseResponse, error)
-	// Instructions returns the un-enforced instructions targeting cn. With
-	// wait > 0 it blocks until one exists, wait elapses or ctx ends.
-	Instructions(ctx context.Context, cn string, wait time.Duration) ([]api.InstructionView, error)
-	// PostResult records the outcome of instruction id reported by cn.
-	PostResult(ctx context.Context, cn, id string, req api.InstructionResultRequest) error
+	// Instructions returns the un-enforced instructions targeting cn in
+	// role (provider instructions to a provider, reservation instructions
+	// to a consumer). With wait > 0 it blocks until one exists, wait
+	// elapses or ctx ends.
+	Instructions(ctx context.Context, cn string, role api.Role, wait time.Duration) ([]api.InstructionView, error)
+	// PostResult records the outcome of instruction id reported by cn in
+	// role; only the instruction's target in its role may (Forbidden).
+	PostResult(ctx context.Context, cn string, role api.Role, id string, req api.InstructionResultRequest) error
 	// Overview is the dashboard's read-only snapshot (no credentials).
 	Overview(ctx context.Context) (api.Overview, error)
 }

@@ -15,10 +15,10 @@ type fakeBroker struct {
 	HeartbeatFn     func(ctx context.Context, cn string, req api.HeartbeatRequest) (api.HeartbeatResponse, error)
 	NodeGroupsFn    func(ctx context.Context, cn string, all bool) (api.NodeGroupListResponse, error)
 	ReserveFn       func(ctx context.Context, cn, id string, req api.ReservationRequest) (api.ReservationResponse, bool, error)
-	ReservationFn   func(ctx context.Context, cn, id string) (api.ReservationResponse, error)
+	ReservationFn   func(ctx context.Context, cn string, role api.Role, id string) (api.ReservationResponse, error)
 	ReleaseFn       func(ctx context.Context, cn, id string, chunks int) (api.ReleaseResponse, error)
-	InstructionsFn  func(ctx context.Context, cn string, wait time.Duration) ([]api.InstructionView, error)
-	PostResultFn    func(ctx context.Context, cn, id string, req api.InstructionResultRequest) error
+	InstructionsFn  func(ctx context.Context, cn string, role api.Role, wait time.Duration) ([]api.InstructionView, error)
+	PostResultFn    func(ctx context.Context, cn string, role api.Role, id string, req api.InstructionResultRequest) error
 	OverviewFn      func(ctx context.Context) (api.Overview, error)
 }
 
@@ -59,11 +59,11 @@ func (f *fakeBroker) Reserve(ctx context.Context, cn, id string, req api.Reserva
 	return f.ReserveFn(ctx, cn, id, req)
 }
 
-func (f *fakeBroker) Reservation(ctx context.Context, cn, id string) (api.ReservationResponse, error) {
+func (f *fakeBroker) Reservation(ctx context.Context, cn string, role api.Role, id string) (api.ReservationResponse, error) {
 	if f.ReservationFn == nil {
 		return api.ReservationResponse{ReservationID: id}, nil
 	}
-	return f.ReservationFn(ctx, cn, id)
+	return f.ReservationFn(ctx, cn, role, id)
 }
 
 func (f *fakeBroker) Release(ctx context.Context, cn, id string, chunks int) (api.ReleaseResponse, error) {
@@ -73,18 +73,18 @@ func (f *fakeBroker) Release(ctx context.Context, cn, id string, chunks int) (ap
 	return f.ReleaseFn(ctx, cn, id, chunks)
 }
 
-func (f *fakeBroker) Instructions(ctx context.Context, cn string, wait time.Duration) ([]api.InstructionView, error) {
+func (f *fakeBroker) Instructions(ctx context.Context, cn string, role api.Role, wait time.Duration) ([]api.InstructionView, error) {
 	if f.InstructionsFn == nil {
 		return nil, nil
 	}
-	return f.InstructionsFn(ctx, cn, wait)
+	return f.InstructionsFn(ctx, cn, role, wait)
 }
 
-func (f *fakeBroker) PostResult(ctx context.Context, cn, id string, req api.InstructionResultRequest) error {
+func (f *fakeBroker) PostResult(ctx context.Context, cn string, role api.Role, id string, req api.InstructionResultRequest) error {
 	if f.PostResultFn == nil {
 		return nil
 	}
-	return f.PostResultFn(ctx, cn, id, req)
+	return f.PostResultFn(ctx, cn, role, id, req)
 }
 
 func (f *fakeBroker) Overview(ctx context.Context) (api.Overview, error) {

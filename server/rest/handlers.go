@@ -110,7 +110,8 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 	if resID == "" {
 		return invalid("reservation id is required in the path")
 	}
-	resp, err := s.broker.Reservation(s.baseCtx(), caller(c).cn, resID)
+	id := caller(c)
+	resp, err := s.broker.Reservation(s.baseCtx(), id.cn, id.role, resID)
 	if err != nil {
 		return err
 	}
@@ -147,7 +148,8 @@ func (s *server) instructions(c *fiber.Ctx) error {
 		ctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	list, err := s.broker.Instructions(ctx, caller(c).cn, wait)
+	id := caller(c)
+	list, err := s.broker.Instructions(ctx, id.cn, id.role, wait)
 	if err != nil && !(wait > 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))) {
 		return err
 	}
@@ -167,7 +169,8 @@ func (s *server) postResult(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.broker.PostResult(s.baseCtx(), caller(c).cn, insID, req); err != nil {
+	id := caller(c)
+	if err := s.broker.PostResult(s.baseCtx(), id.cn, id.role, insID, req); err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, api.InstructionResultResponse{Accepted: true})

@@ -40,7 +40,7 @@ type identity struct {
 	role api.Role
 }
 
-func (id identity) may(r api.Role) bool { return id.role == "" || id.role == r }
+func (id identity) may(r api.Role) bool { return id.role.Acts(r) }
 
 type server struct {
 	broker      Broker
