@@ -45,6 +45,7 @@ type Options struct {
 	ProviderStaleAfter time.Duration
 	RateLimitBurst     int
 	RateLimitRPS       float64
+	ReleaseBurst       int
 	ChunkConfig        string
 	DashboardToken     string
 	// Mounts add routes to the dashboard listener besides the web
@@ -92,6 +93,7 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.DurationVar(&o.ProviderStaleAfter, "provider-stale-after", reservations.DefaultProviderStaleAfter, "a provider without an advertisement for this long becomes unavailable")
 	f.IntVar(&o.RateLimitBurst, "rate-limit-burst", rest.DefaultRateLimitBurst, "token-bucket burst of the per-certificate rate limit")
 	f.Float64Var(&o.RateLimitRPS, "rate-limit-rps", rest.DefaultRateLimitRPS, "sustained requests per second of the per-certificate rate limit")
+	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst")
 	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
 	return cmd
@@ -131,6 +133,9 @@ func (o *Options) Validate() error {
 	}
 	if o.RateLimitBurst < 1 {
 		errs = append(errs, fmt.Errorf("--rate-limit-burst must be >= 1, got %d", o.RateLimitBurst))
+	}
+	if o.ReleaseBurst < 1 {
+		errs = append(errs, fmt.Errorf("--rate-limit-release-burst must be >= 1, got %d", o.ReleaseBurst))
 	}
 	if t := strings.TrimSpace(o.DashboardToken); o.DashboardToken != "" && len(t) < auth.MinTokenLength {
 		errs = append(errs, fmt.Errorf("--dashboard-token is %d characters; use at least %d (e.g. openssl rand -hex 16)", len(t), auth.MinTokenLength))
@@ -248,6 +253,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		AllowLegacyCerts: o.AllowLegacyCerts,
 		RateLimitBurst:   o.RateLimitBurst,
 		RateLimitRPS:     o.RateLimitRPS,
+		ReleaseBurst:     o.ReleaseBurst,
 		Metrics:          reg,
 		BaseContext:      func() context.Context { return base },
 	})

@@ -26,6 +26,11 @@ import (
 const (
 	DefaultRateLimitBurst = 10
 	DefaultRateLimitRPS   = 5
+	// DefaultReleaseBurst is the burst of the releases' bucket
+	// (DELETE /api/v1/reservations/{id}): a whole scale-down at once. A
+	// release only frees capacity, only the reservation's consumer may
+	// send it, and releasing one already on its way out writes nothing.
+	DefaultReleaseBurst = 100
 	// DefaultBodyLimit is the largest request body the API reads (1 MiB).
 	DefaultBodyLimit = 1 << 20
 	// MaxWait bounds GET /api/v1/instructions?wait=.
@@ -46,10 +51,14 @@ type Config struct {
 	// RoleOf reads the role recorded in a client certificate (default
 	// pki.RoleOf).
 	RoleOf func(*x509.Certificate) (api.Role, bool)
-	// RateLimitBurst and RateLimitRPS size the per-CN token bucket
-	// (defaults 10 and 5/s).
+	// RateLimitBurst and RateLimitRPS size the per-CN token bucket of each
+	// rate-limit class (defaults 10 and 5/s).
 	RateLimitBurst int
 	RateLimitRPS   float64
+	// ReleaseBurst is the burst of the releases' class, which refills at
+	// RateLimitRPS (default DefaultReleaseBurst; never below
+	// RateLimitBurst).
+	ReleaseBurst int
 	// BodyLimit is the largest accepted request body in bytes (default 1 MiB).
 	BodyLimit int
 	// Metrics registers the HTTP metrics (nil: not registered).

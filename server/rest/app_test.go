@@ -6,6 +6,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -423,5 +424,55 @@ func TestRateLimitClasses(t *testing.T) {
 	}
 	if r := do(t, app, "GET", "/api/v1/instructions", cons, ""); r.status != 200 {
 		t.Fatalf("instructions have their own bucket: %d", r.status)
+	}
+}
+
+// TestReleasesHaveTheirOwnBucket: a scale-down's burst of releases right
+// after every other bucket of the consumer is empty (creates, polls and
+// results, heartbeats) is served in full; the release bucket holds at
+// least --rate-limit-burst tokens and refills at the common rate.
+func TestReleasesHaveTheirOwnBucket(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		burst, rel, n int // RateLimitBurst, ReleaseBurst, releases served
+	}{
+		{"default release burst", 10, 0, DefaultReleaseBurst},
+		{"configured release burst", 10, 14, 14},
+		{"never below the common burst", 20, 5, 20},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &manualClock{t: time.Unix(1_800_000_000, 0)}
+			app := newTestApp(t, &fakeBroker{}, func(c *Config) {
+				c.RateLimitBurst, c.RateLimitRPS, c.ReleaseBurst, c.Now = tt.burst, 5, tt.rel, clk.Now
+			})
+			for _, call := range []struct{ method, path, body string }{
+				{"POST", "/api/v1/heartbeat", goodHB},
+				{"POST", "/api/v1/reservations", goodRes},
+				{"GET", "/api/v1/instructions", ""},
+			} {
+				for {
+					if r := do(t, app, call.method, call.path, cons, call.body); r.status == 429 {
+						break
+					}
+				}
+			}
+			for i := range tt.n {
+				if r := do(t, app, "DELETE", fmt.Sprintf("/api/v1/reservations/res-%d", i), cons, ""); r.status != 202 {
+					t.Fatalf("release %d of %d after the other buckets ran dry: %d %s", i+1, tt.n, r.status, r.body)
+				}
+			}
+			r := do(t, app, "DELETE", "/api/v1/reservations/one-too-many", cons, "")
+			if r.status != 429 || r.header.Get("Retry-After") != "1" {
+				t.Fatalf("release %d: %d Retry-After %q, want 429 after 1s", tt.n+1, r.status, r.header.Get("Retry-After"))
+			}
+			clk.Step(200 * time.Millisecond) // one token at 5/s
+			if r := do(t, app, "DELETE", "/api/v1/reservations/after-refill", cons, ""); r.status != 202 {
+				t.Fatalf("release after a refill: %d", r.status)
+			}
+			// Releases did not drain the other buckets' refill either.
+			if r := do(t, app, "POST", "/api/v1/reservations", cons, goodRes); r.status != 201 {
+				t.Fatalf("create after a refill: %d", r.status)
+			}
+		})
 	}
 }

@@ -47,14 +47,15 @@ type server struct {
 	log         *slog.Logger
 	allowLegacy bool
 	roleOf      func(*x509.Certificate) (api.Role, bool)
-	limiter     *limiter
-	bodyLimit   int
-	metrics     *metrics
-	now         func() time.Time
-	baseCtx     func() context.Context
-	newID       func() string
-	peer        func(*fiber.Ctx) (*x509.Certificate, bool)
-	routes      routeTable
+	// limiters holds one token-bucket set per rate-limit class.
+	limiters  map[string]*limiter
+	bodyLimit int
+	metrics   *metrics
+	now       func() time.Time
+	baseCtx   func() context.Context
+	newID     func() string
+	peer      func(*fiber.Ctx) (*x509.Certificate, bool)
+	routes    routeTable
 }
 
 func newServer(cfg Config) *server {
@@ -93,14 +94,24 @@ func newServer(cfg Config) *server {
 	if s.peer == nil {
 		s.peer = tlsPeer
 	}
-	burst, rps := cfg.RateLimitBurst, cfg.RateLimitRPS
+	burst, rps, releaseBurst := cfg.RateLimitBurst, cfg.RateLimitRPS, cfg.ReleaseBurst
 	if burst <= 0 {
 		burst = DefaultRateLimitBurst
 	}
 	if rps <= 0 {
 		rps = DefaultRateLimitRPS
 	}
-	s.limiter = newLimiter(rps, burst)
+	if releaseBurst <= 0 {
+		releaseBurst = DefaultReleaseBurst
+	}
+	// Releases are never throttled harder than the other classes.
+	releaseBurst = max(releaseBurst, burst)
+	s.limiters = map[string]*limiter{
+		rateClassReserve:      newLimiter(rps, burst),
+		rateClassRelease:      newLimiter(rps, releaseBurst),
+		rateClassInstructions: newLimiter(rps, burst),
+		rateClassOther:        newLimiter(rps, burst),
+	}
 	s.metrics = newMetrics(cfg.Metrics)
 	return s
 }
@@ -283,10 +294,12 @@ func caller(c *fiber.Ctx) identity {
 
 // Rate-limit classes: each caller has one token bucket per class, so a
 // burst of reservation creates (a Cluster Autoscaler scale-up fans out one
-// per node) is not starved by the same agent's heartbeats, long polls and
-// results, and vice versa (the reference shares one bucket, bug #20).
+// per node) or of releases (a scale-down, the same) is not starved by the
+// same agent's heartbeats, long polls and results, and vice versa (the
+// reference shares one bucket, bug #20).
 const (
 	rateClassReserve      = "reserve"
+	rateClassRelease      = "release"
 	rateClassInstructions = "instructions"
 	rateClassOther        = "other"
 )
@@ -295,9 +308,11 @@ const (
 func rateClass(c *fiber.Ctx) string {
 	path := strings.TrimSuffix(c.Path(), "/")
 	switch {
-	case c.Method() == fiber.MethodPost && path == "/api/v1/reservations":
+	case c.Method() == fiber.MethodPost && path == routeReservations:
 		return rateClassReserve
-	case strings.HasPrefix(path, "/api/v1/instructions"):
+	case c.Method() == fiber.MethodDelete && strings.HasPrefix(path, routeReservations+"/"):
+		return rateClassRelease
+	case strings.HasPrefix(path, routeInstructions):
 		return rateClassInstructions
 	default:
 		return rateClassOther
@@ -307,7 +322,7 @@ func rateClass(c *fiber.Ctx) string {
 // rateLimit applies the caller's token bucket of the request's class.
 func (s *server) rateLimit(c *fiber.Ctx) error {
 	id := caller(c)
-	ok, wait := s.limiter.allow(id.cn+"\x00"+rateClass(c), s.now())
+	ok, wait := s.limiters[rateClass(c)].allow(id.cn, s.now())
 	if ok {
 		return c.Next()
 	}
