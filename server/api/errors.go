@@ -55,6 +55,10 @@ func Status(code string) int {
 		return http.StatusNotFound
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case CodeRequestTimeout:
+		return http.StatusRequestTimeout
+	case CodeRequestHeadersTooLarge:
+		return http.StatusRequestHeaderFieldsTooLarge
 	case CodeConflict, CodeInsufficientCapacity:
 		return http.StatusConflict
 	case CodeReservationExpired:

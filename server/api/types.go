@@ -422,6 +422,12 @@ const (
 	CodePayloadTooLarge = "PayloadTooLarge"
 	// CodeMethodNotAllowed answers 405.
 	CodeMethodNotAllowed = "MethodNotAllowed"
+	// CodeRequestTimeout answers 408: the request did not arrive within the
+	// server's read timeout.
+	CodeRequestTimeout = "RequestTimeout"
+	// CodeRequestHeadersTooLarge answers 431: the request line and headers
+	// do not fit the server's read buffer.
+	CodeRequestHeadersTooLarge = "RequestHeadersTooLarge"
 )
 
 // HealthResponse is the body of GET /healthz on the API listener.

@@ -18,10 +18,13 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("broker --help: %v\n%s", err, out)
 	}
 	for _, flag := range []string{"--pki-dir", "--data-dir", "--listen", "--dashboard-listen", "--allow-legacy-certs",
-		"--reservation-lease", "--provider-stale-after", "--rate-limit-burst", "--rate-limit-rps", "--rate-limit-release-burst", "--chunk-config", "--dashboard-token"} {
+		"--reservation-lease", "--provider-stale-after", "--rate-limit-burst", "--rate-limit-rps", "--chunk-config", "--dashboard-token"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("--help does not document %s", flag)
 		}
+	}
+	if !strings.Contains(out, "--rate-limit-release-burst") {
+		t.Error("--help does not document --rate-limit-release-burst")
 	}
 }
 

@@ -39,6 +39,14 @@ const (
 	BrokerAPI = "federation-autoscaler/v1"
 )
 
+// Transport limits: a request whose line and headers exceed readBufferSize
+// is answered 431 RequestHeadersTooLarge, one not received within
+// readTimeout 408 RequestTimeout.
+const (
+	readBufferSize = 4096 // fasthttp's default
+	readTimeout    = 30 * time.Second
+)
+
 // Config configures NewApp.
 type Config struct {
 	// Broker is the domain (required).
@@ -90,16 +98,19 @@ func NewApp(cfg Config) *fiber.App {
 		// reach the body-limit middleware (after identity and rate limit);
 		// larger ones are cut by fasthttp and still answered by the error
 		// handler as 413 PayloadTooLarge.
-		BodyLimit:    4 * s.bodyLimit,
-		ReadTimeout:  30 * time.Second,
-		WriteTimeout: MaxWait + 15*time.Second,
-		IdleTimeout:  120 * time.Second,
-		ErrorHandler: s.handleError,
-		JSONEncoder:  jsonMarshal,
-		JSONDecoder:  jsonUnmarshal,
+		BodyLimit:      4 * s.bodyLimit,
+		ReadBufferSize: readBufferSize,
+		ReadTimeout:    readTimeout,
+		WriteTimeout:   MaxWait + 15*time.Second,
+		IdleTimeout:    120 * time.Second,
+		ErrorHandler:   s.handleError,
+		JSONEncoder:    jsonMarshal,
+		JSONDecoder:    jsonUnmarshal,
 	})
 	app.Use(s.recoverPanics, s.requestID, s.accessLog, s.identify, s.rateLimit, s.limitBody)
 	s.registerRoutes(app)
 	app.Use(s.unrouted)
+	srv := app.Server()
+	srv.Handler = s.knownMethods(app, srv.Handler)
 	return app
 }

@@ -139,46 +139,53 @@ func writeJSON(c *fiber.Ctx, status int, v any) error {
 }
 
 // handleError is the one place where an error becomes an ErrorResponse:
-// *api.Error keeps its code, Fiber's own errors (unrouted, body too large,
-// malformed request) get the matching code, anything else is an internal
-// error, logged with the request id and answered without its text.
+// *api.Error keeps its code, Fiber's own errors (unrouted, requests the
+// transport refused) get the matching code, anything else is an internal
+// error, logged with the request id and answered without its text. The
+// status is always api.Status of the code.
 func (s *server) handleError(c *fiber.Ctx, err error) error {
 	resp := api.ErrorResponse{RequestID: s.ensureRequestID(c)}
-	status := 0
 	var ae *api.Error
 	var fe *fiber.Error
 	switch {
 	case errors.As(err, &ae):
 		resp.Code, resp.Message, resp.Details = ae.Code, ae.Message, ae.Details
 	case errors.As(err, &fe):
-		resp.Message = fe.Message
-		switch fe.Code {
-		case http.StatusNotFound:
-			resp.Code = api.CodeNotFound
-		case http.StatusMethodNotAllowed:
-			resp.Code = api.CodeMethodNotAllowed
-		case http.StatusRequestEntityTooLarge:
-			resp.Code = api.CodePayloadTooLarge
-			resp.Message = fmt.Sprintf("request body exceeds %d bytes", s.bodyLimit)
-		default:
-			// Malformed requests rejected by the transport (header too
-			// large, read timeout): keep their status.
-			status = fe.Code
-			resp.Code = api.CodeInvalidRequest
-			if fe.Code >= 500 {
-				resp.Code = api.CodeInternalError
-			}
-		}
+		resp.Code, resp.Message = s.transportError(fe)
 	default:
 		resp.Code, resp.Message = api.CodeInternalError, "internal error"
 	}
-	if status == 0 {
-		status = api.Status(resp.Code)
-	}
+	status := api.Status(resp.Code)
 	if resp.Code == api.CodeInternalError {
 		s.logger(c).Error("Internal error", "method", c.Method(), "path", c.Path(), "err", err)
 	}
 	return writeJSON(c, status, resp)
+}
+
+// transportError gives a Fiber error its wire code and message. Fiber
+// raises them for requests no route matched and, before any middleware
+// runs, for requests the transport could not read (Fiber's
+// serverErrorHandler: headers too large, read timeout, body too large, a
+// network error, which it reports as 502, or a malformed request).
+func (s *server) transportError(fe *fiber.Error) (code, message string) {
+	switch fe.Code {
+	case http.StatusNotFound:
+		return api.CodeNotFound, fe.Message
+	case http.StatusMethodNotAllowed:
+		return api.CodeMethodNotAllowed, fe.Message
+	case http.StatusRequestEntityTooLarge:
+		return api.CodePayloadTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.bodyLimit)
+	case http.StatusRequestHeaderFieldsTooLarge:
+		return api.CodeRequestHeadersTooLarge, fmt.Sprintf("the request line and headers exceed %d bytes", readBufferSize)
+	case http.StatusRequestTimeout:
+		return api.CodeRequestTimeout, fmt.Sprintf("the request was not received within %s", readTimeout)
+	case http.StatusBadGateway:
+		return api.CodeInvalidRequest, "the request could not be read: " + fe.Message
+	}
+	if fe.Code >= 500 {
+		return api.CodeInternalError, "internal error"
+	}
+	return api.CodeInvalidRequest, "malformed request: " + fe.Message
 }
 
 // recoverPanics turns a panic in any later handler into 500 InternalError.

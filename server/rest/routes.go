@@ -1,9 +1,11 @@
 package rest
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -83,12 +85,39 @@ func segmentsMatch(tmpl, segs []string) bool {
 
 func joinComma(s []string) string { return strings.Join(s, ", ") }
 
+// knownMethods answers a request whose method Fiber does not know (it
+// would send a plain-text 400 before any middleware) with the JSON 405
+// MethodNotAllowed and Allow of the path, or 404 NotFound for an unknown
+// path; everything else goes to next.
+func (s *server) knownMethods(app *fiber.App, next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(fctx *fasthttp.RequestCtx) {
+		method := string(fctx.Method())
+		if slices.Contains(fiber.DefaultMethods, method) {
+			next(fctx)
+			return
+		}
+		c := app.AcquireCtx(fctx)
+		defer app.ReleaseCtx(c)
+		_, allow := s.routes.match(method, string(fctx.Path()))
+		err := api.Errorf(api.CodeNotFound, "no route for method %q on %s", method, fctx.Path())
+		if len(allow) > 0 {
+			c.Set(fiber.HeaderAllow, joinComma(allow))
+			err = api.Errorf(api.CodeMethodNotAllowed, "method %q is not allowed on %s (allowed: %s)", method, fctx.Path(), joinComma(allow))
+		}
+		_ = s.handleError(c, err)
+	}
+}
+
 // registerRoutes adds the ten routes of reference §2.0. A route's role is
-// checked before anything else it does.
+// checked before anything else it does. Every GET route answers HEAD too:
+// the same status and headers, no body (fasthttp drops it).
 func (s *server) registerRoutes(app *fiber.App) {
 	add := func(method, template, fiberPath string, role api.Role, h fiber.Handler) {
 		s.routes.add(method, template)
 		app.Add(method, fiberPath, s.gate(role), h)
+		if method == fiber.MethodGet {
+			app.Add(fiber.MethodHead, fiberPath, s.gate(role), h)
+		}
 	}
 	add(fiber.MethodGet, routeHealthz, routeHealthz, "", s.healthz)
 	add(fiber.MethodPost, routeAdvertisements, routeAdvertisements, api.RoleProvider, s.advertise)
