@@ -45,7 +45,7 @@ func TestBadFlags(t *testing.T) {
 		{"bad duration", nil, []string{"broker", "--reservation-lease", "soon"}, "--reservation-lease"},
 		{"short token", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--dashboard-token", "short"}, "--dashboard-token is 5 characters"},
 		{"zero rps", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--rate-limit-rps", "0"}, "--rate-limit-rps must be > 0"},
-		{"zero release burst", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--rate-limit-release-burst", "0"}, "--rate-limit-release-burst must be >= 1"},
+		{"negative release burst", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--rate-limit-release-burst", "-1"}, "--rate-limit-release-burst must be >= 0"},
 		{"bad chunk config", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--chunk-config", filepath.Join(empty, "missing.yaml")}, "--chunk-config"},
 		{"env fallback", []string{"FA_PKI_DIR=" + empty}, []string{"broker", "--data-dir", empty}, "run `federation-autoscaler pki init --dir " + empty},
 		{"env bad value", []string{"FA_RATE_LIMIT_BURST=many"}, []string{"broker"}, "FA_RATE_LIMIT_BURST"},

@@ -93,7 +93,7 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.DurationVar(&o.ProviderStaleAfter, "provider-stale-after", reservations.DefaultProviderStaleAfter, "a provider without an advertisement for this long becomes unavailable")
 	f.IntVar(&o.RateLimitBurst, "rate-limit-burst", rest.DefaultRateLimitBurst, "token-bucket burst of the per-certificate rate limit")
 	f.Float64Var(&o.RateLimitRPS, "rate-limit-rps", rest.DefaultRateLimitRPS, "sustained requests per second of the per-certificate rate limit")
-	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst")
+	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst; 0: the default")
 	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
 	return cmd
@@ -134,8 +134,8 @@ func (o *Options) Validate() error {
 	if o.RateLimitBurst < 1 {
 		errs = append(errs, fmt.Errorf("--rate-limit-burst must be >= 1, got %d", o.RateLimitBurst))
 	}
-	if o.ReleaseBurst < 1 {
-		errs = append(errs, fmt.Errorf("--rate-limit-release-burst must be >= 1, got %d", o.ReleaseBurst))
+	if o.ReleaseBurst < 0 {
+		errs = append(errs, fmt.Errorf("--rate-limit-release-burst must be >= 0 (0: the default %d), got %d", rest.DefaultReleaseBurst, o.ReleaseBurst))
 	}
 	if t := strings.TrimSpace(o.DashboardToken); o.DashboardToken != "" && len(t) < auth.MinTokenLength {
 		errs = append(errs, fmt.Errorf("--dashboard-token is %d characters; use at least %d (e.g. openssl rand -hex 16)", len(t), auth.MinTokenLength))
