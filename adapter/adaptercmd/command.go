@@ -20,6 +20,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc"
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
+	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
 
@@ -37,6 +38,9 @@ type Options struct {
 	CacheTTL time.Duration
 	// ShutdownTimeout bounds the graceful stop.
 	ShutdownTimeout time.Duration
+	// Limits bound what the listener holds (--max-conns,
+	// --max-conns-per-ip, --handshake-timeout; zero: automatic).
+	Limits netguard.Limits
 }
 
 // Validate rejects missing or conflicting flags.
@@ -54,7 +58,8 @@ func (o *Options) Validate() error {
 	case o.CacheTTL <= 0:
 		return fmt.Errorf("--cache-ttl must be positive, got %s", o.CacheTTL)
 	}
-	return nil
+	_, err := o.Limits.ForListeners(1)
+	return err
 }
 
 // NewCommand returns the `adapter` subcommand.
@@ -84,6 +89,7 @@ cloud-config naming this address and the adapter PKI's client certificate
 	f.StringVar(&o.TLSDir, "tls-dir", "", "folder of the adapter PKI (ca.crt, server.crt, server.key); clients must present a certificate signed by ca.crt")
 	f.BoolVar(&o.Insecure, "insecure", false, "serve plaintext gRPC without client authentication (tests only)")
 	f.DurationVar(&o.CacheTTL, "cache-ttl", 2*time.Second, "maximum age of the node-group data reads are served from")
+	o.Limits.AddFlags(f)
 	return cmd
 }
 
@@ -97,7 +103,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger, ready func(net.Addr))
 	if err != nil {
 		return fmt.Errorf("--agent-url: %w", err)
 	}
-	var opts []grpc.ServerOption
+	guard, err := netguard.New(netguard.Options{Limits: o.Limits, Listeners: 1, Logger: log})
+	if err != nil {
+		return err
+	}
+	// grpc-go retries temporary accept errors itself; the guard adds the
+	// connection caps and closes peers silent for --handshake-timeout, and
+	// ConnectionTimeout bounds the rest of the TLS and HTTP/2 handshakes.
+	opts := []grpc.ServerOption{grpc.ConnectionTimeout(guard.Limits().HandshakeTimeout)}
 	if o.Insecure {
 		log.Warn("Serving plaintext gRPC without client authentication (--insecure): for tests only")
 	} else {
@@ -118,7 +131,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger, ready func(net.Addr))
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
 
-	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.Listen)
+	lis, err := guard.Listen(ctx, "adapter", o.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on --listen %s: %w", o.Listen, err)
 	}

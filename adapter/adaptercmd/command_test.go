@@ -35,6 +35,8 @@ func TestValidate(t *testing.T) {
 		{"no listen", func(o *adaptercmd.Options) { o.Insecure, o.Listen = true, "" }, "--listen"},
 		{"no agent", func(o *adaptercmd.Options) { o.Insecure, o.AgentURL = true, "" }, "--agent-url"},
 		{"bad ttl", func(o *adaptercmd.Options) { o.Insecure, o.CacheTTL = true, 0 }, "--cache-ttl"},
+		{"negative max conns", func(o *adaptercmd.Options) { o.Insecure, o.Limits.MaxConns = true, -1 }, "--max-conns must be >= 0"},
+		{"handshake timeout too long", func(o *adaptercmd.Options) { o.Insecure, o.Limits.HandshakeTimeout = true, time.Hour }, "--handshake-timeout"},
 		{"ok insecure", func(o *adaptercmd.Options) { o.Insecure = true }, ""},
 		{"ok mtls", func(o *adaptercmd.Options) { o.TLSDir = "/x" }, ""},
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -48,6 +47,7 @@ import (
 	simliqo "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	liqocrds "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
@@ -82,6 +82,9 @@ type Options struct {
 	// SimPeeringDelay is the simulated Liqo's delay before a virtual node
 	// appears (--liqo-driver sim).
 	SimPeeringDelay time.Duration
+	// Limits bound what each listener holds (--max-conns,
+	// --max-conns-per-ip, --handshake-timeout; zero: automatic).
+	Limits netguard.Limits
 
 	// Stderr receives the console token printed once on first start
 	// (default os.Stderr).
@@ -159,6 +162,7 @@ behaviour.`,
 	f.StringVar(&o.LiqoClusterID, "liqo-cluster-id", "", "the cluster's Liqo cluster id (default: the bundle's cluster id)")
 	f.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "node whose address locates the cluster (default $NODE_NAME, else the first node)")
 	f.DurationVar(&o.SimPeeringDelay, "sim-peering-delay", 500*time.Millisecond, "--liqo-driver sim: delay before the simulated virtual node appears")
+	o.Limits.AddFlags(f)
 	return cmd
 }
 
@@ -184,6 +188,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	if o.Bundle == "" {
 		return errors.New("--bundle is required: the join bundle made by 'federation-autoscaler pki join'")
+	}
+	if _, err := o.Limits.ForListeners(o.listeners()); err != nil {
+		return err
 	}
 	b, err := pki.LoadBundle(o.Bundle)
 	if err != nil {
@@ -236,6 +243,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := health.NewMetrics(reg)
+	// Every listener goes through the guard: floods, EMFILE and silent
+	// peers never end the agent (server/netguard).
+	guard, err := netguard.New(netguard.Options{Limits: o.Limits, Listeners: o.listeners(), Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
 	staleness := 30 * time.Second
 	if role == api.RoleProvider {
 		staleness = 90 * time.Second
@@ -283,7 +296,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	var addrs Addrs
 	if o.HealthListen != "" {
-		a, err := serve(ctx, &wg, "health", o.HealthListen, health.Handler(tracker, reg), errc, log)
+		a, err := serve(ctx, &wg, guard, "health", "health", o.HealthListen, health.Handler(tracker, reg), errc, log)
 		if err != nil {
 			return err
 		}
@@ -360,7 +373,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			if err != nil {
 				return err
 			}
-			if addrs.Console, err = serveConsole(goRun, o.ConsoleListen, pcons.App(), pcons.Run, log); err != nil {
+			if addrs.Console, err = serveConsole(ctx, goRun, guard, o.ConsoleListen, pcons.App(), pcons.Run, log); err != nil {
 				return err
 			}
 		}
@@ -388,7 +401,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		if o.LocalAPIListen != "" {
-			a, err := serve(ctx, &wg, "local API", o.LocalAPIListen, agent.LocalAPI(), errc, log)
+			a, err := serve(ctx, &wg, guard, "local-api", "local API", o.LocalAPIListen, agent.LocalAPI(), errc, log)
 			if err != nil {
 				return err
 			}
@@ -410,7 +423,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			if err != nil {
 				return err
 			}
-			if addrs.Console, err = serveConsole(goRun, o.ConsoleListen, ccons.App(), ccons.Run, log); err != nil {
+			if addrs.Console, err = serveConsole(ctx, goRun, guard, o.ConsoleListen, ccons.App(), ccons.Run, log); err != nil {
 				return err
 			}
 		}
@@ -452,10 +465,21 @@ func buildDriver(cfg *rest.Config, cl client.Client, liqoID string, o Options, l
 	}
 }
 
-// serve runs an HTTP server on addr until ctx ends and returns the bound
-// address.
-func serve(ctx context.Context, wg *sync.WaitGroup, name, addr string, h http.Handler, errc chan<- error, log *slog.Logger) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+// listeners is how many TCP listeners the agent opens.
+func (o *Options) listeners() int {
+	n := 0
+	for _, on := range []bool{o.HealthListen != "", o.Role == string(api.RoleConsumer) && o.LocalAPIListen != "", o.ConsoleListen != ""} {
+		if on {
+			n++
+		}
+	}
+	return n
+}
+
+// serve runs an HTTP server on a guarded listener on addr (label names it
+// in metrics) until ctx ends and returns the bound address.
+func serve(ctx context.Context, wg *sync.WaitGroup, guard *netguard.Guard, label, name, addr string, h http.Handler, errc chan<- error, log *slog.Logger) (string, error) {
+	ln, err := guard.Listen(ctx, label, addr)
 	if err != nil {
 		return "", fmt.Errorf("listening for the %s on %s: %w", name, addr, err)
 	}

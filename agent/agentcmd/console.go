@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
@@ -50,10 +50,10 @@ func consoleVerifier(o Options, role api.Role, out io.Writer) (auth.Verifier, er
 	return ts, nil
 }
 
-// serveConsole serves a console on addr until ctx ends and returns the
-// bound address.
-func serveConsole(goRun func(string, func(context.Context) error), addr string, app *fiber.App, live func(context.Context) error, log *slog.Logger) (string, error) {
-	ln, err := net.Listen("tcp", addr)
+// serveConsole serves a console on a guarded listener on addr until ctx
+// ends and returns the bound address.
+func serveConsole(ctx context.Context, goRun func(string, func(context.Context) error), guard *netguard.Guard, addr string, app *fiber.App, live func(context.Context) error, log *slog.Logger) (string, error) {
+	ln, err := guard.Listen(ctx, "console", addr)
 	if err != nil {
 		return "", fmt.Errorf("listening for the console on %s: %w", addr, err)
 	}

@@ -51,7 +51,7 @@ func (f *Federation) providerConsole(ctx context.Context, o Options, port int, p
 	if err != nil {
 		return "", err
 	}
-	ln, err := net.Listen("tcp", o.addr(port))
+	ln, err := f.guard.Listen(ctx, "console", o.addr(port))
 	if err != nil {
 		return "", fmt.Errorf("console listener %s: %w (pick another --base-port)", o.addr(port), err)
 	}
@@ -75,7 +75,7 @@ func (f *Federation) consumerConsole(ctx context.Context, o Options, c *Consumer
 	if err != nil {
 		return "", err
 	}
-	ln, err := net.Listen("tcp", o.addr(4))
+	ln, err := f.guard.Listen(ctx, "console", o.addr(4))
 	if err != nil {
 		return "", fmt.Errorf("consumer console listener %s: %w (pick another --base-port)", o.addr(4), err)
 	}

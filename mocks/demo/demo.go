@@ -56,6 +56,7 @@ import (
 	liqocrds "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/brokercmd"
+	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
@@ -206,6 +207,7 @@ type Federation struct {
 	Consumer     *Consumer
 
 	log       *slog.Logger
+	guard     *netguard.Guard // the demo's own listeners (the broker guards its two)
 	dashMu    sync.Mutex
 	dashboard *web.Dashboard
 	cancel    context.CancelFunc
@@ -398,6 +400,12 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 		return fmt.Errorf("clearing the previous run's broker database %s: %w", brokerDir, err)
 	}
 
+	guard, err := newGuard(o)
+	if err != nil {
+		return err
+	}
+	f.guard = guard
+
 	// The broker, through the broker command's own wiring.
 	o.Progress("starting the broker (mTLS) and its dashboard")
 	apiLn, err := net.Listen("tcp", o.addr(0))
@@ -417,19 +425,19 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 		// One consumer runs CA loops every scan interval here; the default
 		// per-certificate limit is sized for real CA's 10 s.
 		RateLimitBurst: 200, RateLimitRPS: 100,
-		APIListener: apiLn, DashboardListener: dashLn,
+		APIListener: apiLn, DashboardListener: dashLn, Limits: guard.Limits(),
 		OnDashboard: func(d *web.Dashboard) { f.dashMu.Lock(); f.dashboard = d; f.dashMu.Unlock() },
 	}
 	f.run(ctx, "broker", func(ctx context.Context) error { return brokercmd.Run(ctx, bo, o.Logger.With("component", "broker")) })
 
 	// mock-geo and mock-eco.
-	geoLn, err := net.Listen("tcp", o.addr(2))
+	geoLn, err := f.guard.Listen(ctx, "mock-geo", o.addr(2))
 	if err != nil {
 		return fmt.Errorf("mock-geo listener: %w", err)
 	}
 	f.GeoURL = "http://" + urlHost(geoLn)
 	f.serveHTTP(ctx, "mock-geo", geoLn, geo.Handler(geo.DefaultTable()))
-	ecoLn, err := net.Listen("tcp", o.addr(3))
+	ecoLn, err := f.guard.Listen(ctx, "mock-eco", o.addr(3))
 	if err != nil {
 		return fmt.Errorf("mock-eco listener: %w", err)
 	}
@@ -463,6 +471,24 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 		return fmt.Errorf("consumer %s: %w", ConsumerID, err)
 	}
 	return nil
+}
+
+// newGuard guards the demo's listeners. Every client of the demo is on
+// loopback, one address for all, so a per-address cap below the total would
+// refuse the demo's own clients first: it is the total. The broker's two
+// listeners get the same limits (Options.Limits), so that all of them
+// together hold at most half of the file descriptors.
+func newGuard(o Options) (*netguard.Guard, error) {
+	listeners := 6 // broker API and dashboard, mock-geo, mock-eco, local API, adapter
+	if !o.NoConsoles {
+		listeners += 1 + len(o.Providers)
+	}
+	lim, err := netguard.Limits{}.ForListeners(listeners)
+	if err != nil {
+		return nil, err
+	}
+	lim.MaxConnsPerIP = lim.MaxConns
+	return netguard.New(netguard.Options{Limits: lim, Listeners: listeners, Logger: o.Logger.With("component", "netguard")})
 }
 
 // consoleToken reads the demo's console token from path, creating it on
@@ -701,7 +727,7 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, pkiDir string
 	f.run(ctx, "consumer agent", cons.Agent.Run)
 	go func() { <-ctx.Done(); f.wg.Wait(); bc.Close() }()
 
-	localLn, err := net.Listen("tcp", o.addr(5))
+	localLn, err := f.guard.Listen(ctx, "local-api", o.addr(5))
 	if err != nil {
 		return cons, fmt.Errorf("local API listener: %w", err)
 	}
@@ -717,7 +743,7 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, pkiDir string
 	if err != nil {
 		return cons, err
 	}
-	grpcLn, err := net.Listen("tcp", o.addr(6))
+	grpcLn, err := f.guard.Listen(ctx, "adapter", o.addr(6))
 	if err != nil {
 		adapter.Close()
 		return cons, fmt.Errorf("adapter listener: %w", err)

@@ -96,6 +96,7 @@ func (s *Server) Start(ctx context.Context, addr string) (*rest.Config, error) {
 	s.httpSrv = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return s.base },
 	}
 	go func() {

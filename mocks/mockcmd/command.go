@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/eco"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
+	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 )
 
 // NewGeoCommand returns the `mock-geo` subcommand.
@@ -88,11 +88,17 @@ func serve(cmd *cobra.Command, name, listen string, h http.Handler) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	ln, err := net.Listen("tcp", listen)
+	// A mock listens like the product does: through the guard, with the
+	// automatic limits (server/netguard).
+	guard, err := netguard.New(netguard.Options{Listeners: 1, Logger: log})
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	ln, err := guard.Listen(ctx, name, listen)
 	if err != nil {
 		return fmt.Errorf("%s: listen on %s: %w", name, listen, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 60 * time.Second}
 	log.Info("listening", "service", name, "addr", ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

@@ -18,7 +18,8 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("broker --help: %v\n%s", err, out)
 	}
 	for _, flag := range []string{"--pki-dir", "--data-dir", "--listen", "--dashboard-listen", "--allow-legacy-certs",
-		"--reservation-lease", "--provider-stale-after", "--rate-limit-burst", "--rate-limit-rps", "--chunk-config", "--dashboard-token"} {
+		"--reservation-lease", "--provider-stale-after", "--rate-limit-burst", "--rate-limit-rps", "--chunk-config", "--dashboard-token",
+		"--max-conns", "--max-conns-per-ip", "--handshake-timeout"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("--help does not document %s", flag)
 		}
@@ -49,6 +50,10 @@ func TestBadFlags(t *testing.T) {
 		{"bad chunk config", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--chunk-config", filepath.Join(empty, "missing.yaml")}, "--chunk-config"},
 		{"env fallback", []string{"FA_PKI_DIR=" + empty}, []string{"broker", "--data-dir", empty}, "run `federation-autoscaler pki init --dir " + empty},
 		{"env bad value", []string{"FA_RATE_LIMIT_BURST=many"}, []string{"broker"}, "FA_RATE_LIMIT_BURST"},
+		{"negative max conns", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--max-conns", "-1"}, "--max-conns must be >= 0"},
+		{"per-ip above total", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--max-conns", "10", "--max-conns-per-ip", "20"}, "--max-conns-per-ip 20 is above the per-listener cap of 10"},
+		{"max conns beyond the fd limit", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--max-conns", "100000000"}, "(ulimit -n)"},
+		{"handshake timeout too long", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--handshake-timeout", "1h"}, "--handshake-timeout must be between 0"},
 		{"listener failure", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--listen", "256.0.0.1:1"}, "--listen 256.0.0.1:1"},
 	}
 	for _, tc := range tests {

@@ -5,7 +5,6 @@ package brokercmd
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
+	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 	"github.com/federation-autoscaler/federation-autoscaler/server/ops"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
@@ -48,6 +48,9 @@ type Options struct {
 	ReleaseBurst       int
 	ChunkConfig        string
 	DashboardToken     string
+	// Limits bound what each listener holds (--max-conns,
+	// --max-conns-per-ip, --handshake-timeout; zero: automatic).
+	Limits netguard.Limits
 	// Mounts add routes to the dashboard listener besides the web
 	// dashboard (which Run mounts itself).
 	Mounts []ops.Mount
@@ -96,6 +99,7 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst; 0: the default")
 	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
+	o.Limits.AddFlags(f)
 	return cmd
 }
 
@@ -143,7 +147,18 @@ func (o *Options) Validate() error {
 	if !(o.RateLimitRPS > 0) {
 		errs = append(errs, fmt.Errorf("--rate-limit-rps must be > 0, got %v", o.RateLimitRPS))
 	}
+	if _, err := o.Limits.ForListeners(o.listeners()); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// listeners is how many listeners the broker opens.
+func (o *Options) listeners() int {
+	if o.DashboardListen == "" && o.DashboardListener == nil {
+		return 1
+	}
+	return 2
 }
 
 // webDashboard returns the mount of the live web dashboard: it renders the
@@ -220,16 +235,25 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), svc.Collector())
+	guard, err := netguard.New(netguard.Options{Limits: o.Limits, Listeners: o.listeners(), Registerer: reg, Logger: log})
+	if err != nil {
+		return err
+	}
 
-	apiLn := o.APIListener
-	if apiLn == nil {
-		if apiLn, err = net.Listen("tcp", o.Listen); err != nil {
+	// Every listener goes through the guard: floods, EMFILE and silent
+	// peers never end the process (server/netguard).
+	rawAPI := o.APIListener
+	if rawAPI == nil {
+		if rawAPI, err = net.Listen("tcp", o.Listen); err != nil {
 			return fmt.Errorf("--listen %s: %w", o.Listen, err)
 		}
 	}
-	dashLn := o.DashboardListener
-	if dashLn == nil && o.DashboardListen != "" {
-		if dashLn, err = net.Listen("tcp", o.DashboardListen); err != nil {
+	apiLn := guard.WrapTLS("api", rawAPI, tlsCfg)
+	var dashLn net.Listener
+	if rawDash := o.DashboardListener; rawDash != nil {
+		dashLn = guard.Wrap("dashboard", rawDash)
+	} else if o.DashboardListen != "" {
+		if dashLn, err = guard.Listen(context.Background(), "dashboard", o.DashboardListen); err != nil {
 			_ = apiLn.Close()
 			return fmt.Errorf("--dashboard-listen %s: %w", o.DashboardListen, err)
 		}
@@ -265,9 +289,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 		errc <- nil
 	}
-	go serve("API", apiApp, tls.NewListener(apiLn, tlsCfg))
+	go serve("API", apiApp, apiLn)
 	ready.SetAPIServing(true)
-	log.Info("Broker API listening (mTLS)", "addr", apiLn.Addr().String(), "allowLegacyCerts", o.AllowLegacyCerts)
+	lim := guard.Limits()
+	log.Info("Broker API listening (mTLS)", "addr", apiLn.Addr().String(), "allowLegacyCerts", o.AllowLegacyCerts,
+		"maxConns", lim.MaxConns, "maxConnsPerIP", lim.MaxConnsPerIP, "handshakeTimeout", lim.HandshakeTimeout)
 
 	var dashApp *fiber.App
 	if dashLn != nil {
@@ -275,6 +301,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		if err != nil {
 			cancel()
 			_ = apiApp.Shutdown()
+			_ = apiLn.Close()
+			_ = dashLn.Close()
 			<-runDone
 			return err
 		}
