@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 )
 
@@ -379,7 +380,7 @@ func TestManifestsServerDryRun(t *testing.T) {
 	for _, f := range folders {
 		t.Run(f, func(t *testing.T) {
 			out, err := kubectl(t, "--kubeconfig", c.env.Kubeconfig, "apply", "--server-side", "--force-conflicts", "--dry-run=server",
-				"--field-manager=deploytest", "-k", filepath.Join(repoRoot(), "deploy", "manifests", f))
+				"--field-manager=deploytest", "-k", filepath.Join(testbin.RepoRoot(), "deploy", "manifests", f))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
 )
 
 // TestShellcheck runs Debian's shellcheck on every script. Under CI=true a
@@ -27,7 +29,7 @@ func TestShellcheck(t *testing.T) {
 		}
 		t.Skip("shellcheck is not installed (apt-get install shellcheck): skipping locally; CI=true makes this a failure")
 	}
-	root := repoRoot()
+	root := testbin.RepoRoot()
 	scripts, err := filepath.Glob(filepath.Join(root, "deploy", "standalone", "*.sh"))
 	if err != nil || len(scripts) < 9 {
 		t.Fatalf("found %d scripts in deploy/standalone (%v), want the 8 up/down scripts and lib.sh", len(scripts), err)
@@ -53,7 +55,7 @@ func TestShellcheck(t *testing.T) {
 
 // TestDockerfile lints the Dockerfile statically (no Docker engine here).
 func TestDockerfile(t *testing.T) {
-	root := repoRoot()
+	root := testbin.RepoRoot()
 	raw, err := os.ReadFile(filepath.Join(root, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +167,7 @@ func decodeAll(t *testing.T, raw []byte) []*unstructured.Unstructured {
 // kustomize renders a folder of deploy/manifests.
 func kustomize(t *testing.T, folder string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := kubectl(t, "kustomize", filepath.Join(repoRoot(), "deploy", "manifests", folder))
+	out, err := kubectl(t, "kustomize", filepath.Join(testbin.RepoRoot(), "deploy", "manifests", folder))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +259,7 @@ func checkDeployment(t *testing.T, id string, o *unstructured.Unstructured) {
 // TestManifestCopies keeps the kustomize copies in step with their sources
 // (kustomize refuses files outside a folder, so CRDs are copied).
 func TestManifestCopies(t *testing.T) {
-	root := repoRoot()
+	root := testbin.RepoRoot()
 	pairs := map[string]string{}
 	for _, src := range glob(t, filepath.Join(root, "deploy", "crds", "*.yaml")) {
 		pairs[src] = filepath.Join(root, "deploy", "manifests", "crds", filepath.Base(src))

@@ -8,11 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
 )
 
 // KubeVersion is the kubectl build-kubectl.sh pins (the test control
@@ -32,16 +33,11 @@ type tools struct {
 	Err error
 }
 
-func repoRoot() string {
-	_, self, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(self), "..", ".."))
-}
-
 // buildTools builds kubectl (cached across runs, under an exclusive lock so
 // parallel test binaries never build twice) and the product binary (into
 // dir).
 func buildTools(dir string) *tools {
-	t := &tools{Repo: repoRoot()}
+	t := &tools{Repo: testbin.RepoRoot()}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 
@@ -80,12 +76,7 @@ func buildTools(dir string) *tools {
 	}
 	t.KubectlDir, t.Kubectl = kdir, filepath.Join(kdir, "kubectl")
 
-	t.Bin = filepath.Join(dir, "federation-autoscaler")
-	build := exec.CommandContext(ctx, "go", "build", "-o", t.Bin, ".")
-	build.Dir = t.Repo
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Err = fmt.Errorf("building federation-autoscaler: %w\n%s", err, out)
-	}
+	t.Bin, t.Err = testbin.Build(ctx, dir)
 	return t
 }
 
