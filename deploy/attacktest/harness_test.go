@@ -22,16 +22,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-
-	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
-	"github.com/federation-autoscaler/federation-autoscaler/mocks/kubeapi"
-	liqocrds "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo/crds"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
 
@@ -401,14 +393,15 @@ type agent struct {
 // API and console listeners on loopback, and waits until it serves.
 func startAgent(t *testing.T, b *broker, fdLimit int) *agent {
 	t.Helper()
-	kubeconfig := simulatedCluster(t, "federation-autoscaler")
+	kube := testcluster.StartSimulated(t)
+	kube.EnsureNamespace(t, "federation-autoscaler")
 	token := filepath.Join(t.TempDir(), "console-token")
 	if err := os.WriteFile(token, []byte("attack-suite-console-token-0123456789\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a := &agent{}
 	a.proc = start(t, "agent", fdLimit, "agent", "--role", "consumer", "--bundle", b.join(t, "consumer-1", "consumer"),
-		"--kubeconfig", kubeconfig, "--liqo-driver", "sim", "--install-crds=false",
+		"--kubeconfig", kube.Kubeconfig, "--liqo-driver", "sim", "--install-crds=false",
 		"--health-listen", "127.0.0.1:0", "--local-api-listen", "127.0.0.1:0",
 		"--console-listen", "127.0.0.1:0", "--console-token-file", token)
 	m := a.await(t, "its addresses", regexp.MustCompile(`Agent started.* health=(\S+) localAPI=(\S+) .*console=(\S+)`))
@@ -428,47 +421,6 @@ func (a *agent) endpoints() []endpoint {
 		{name: "local-api", addr: a.localAPI, path: "/local/nodegroups", metrics: metrics},
 		{name: "console", addr: a.console, path: "/login", metrics: metrics},
 	}
-}
-
-// simulatedCluster serves a simulated Kubernetes API (mocks/kubeapi) with
-// the agent's and Liqo's CRDs and the namespace ns until the test ends, and
-// returns the path of a kubeconfig for it.
-func simulatedCluster(t *testing.T, ns string) string {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	srv := kubeapi.New(kubeapi.Options{Name: "attack"})
-	cfg, err := srv.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
-	// The simulated API decodes protobuf bodies with client-go's scheme,
-	// which lacks apiextensions: install the CRDs as JSON.
-	cfg.ContentType = "application/json"
-	if err := crds.Install(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if err := liqocrds.Install(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["attack"] = &clientcmdapi.Cluster{Server: cfg.Host}
-	kc.AuthInfos["attack"] = &clientcmdapi.AuthInfo{}
-	kc.Contexts["attack"] = &clientcmdapi.Context{Cluster: "attack", AuthInfo: "attack"}
-	kc.CurrentContext = "attack"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 // demo is a running `federation-autoscaler demo` (one provider).

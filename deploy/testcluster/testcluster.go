@@ -10,7 +10,8 @@
 //
 // Set FA_SKIP_KUBE_TESTS=1 to skip every test that needs it (for a machine
 // that cannot build or run it); otherwise a failure to build or start fails
-// the test loudly.
+// the test loudly. StartSimulated gives the same Env on the project's
+// simulated API server (mocks/kubeapi) instead.
 package testcluster
 
 import (
@@ -32,6 +33,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -41,6 +44,7 @@ import (
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/kubeapi"
 	liqocrds "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo/crds"
 )
 
@@ -154,6 +158,47 @@ func Start(tb testing.TB) *Env {
 	}
 	tb.Logf("testcluster: kube-apiserver %s + etcd up in %s at %s", KubeVersion, time.Since(started).Round(time.Millisecond), cfg.Host)
 	return &Env{Config: cfg, Kubeconfig: kcPath, Client: c, env: env}
+}
+
+// StartSimulated starts the project's simulated API server (mocks/kubeapi)
+// instead, with the same CRDs, and stops it when the test ends: for tests
+// that need an API but not the real one's behaviour (or a machine that
+// cannot build it). Its Env has the same fields.
+func StartSimulated(tb testing.TB) *Env {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	tb.Cleanup(cancel)
+	srv := kubeapi.New(kubeapi.Options{Name: "testcluster"})
+	cfg, err := srv.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("testcluster: starting the simulated API server: %v", err)
+	}
+	tb.Cleanup(func() { _ = srv.Close() })
+	// The simulated server decodes protobuf bodies with client-go's scheme,
+	// which a binary may lack apiextensions in: install the CRDs as JSON.
+	install := rest.CopyConfig(cfg)
+	install.ContentType = "application/json"
+	if err := crds.Install(ctx, install); err != nil {
+		tb.Fatalf("testcluster: installing the CRDs: %v", err)
+	}
+	if err := liqocrds.Install(ctx, install); err != nil {
+		tb.Fatalf("testcluster: installing the Liqo CRDs: %v", err)
+	}
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["sim"] = &clientcmdapi.Cluster{Server: cfg.Host}
+	kc.AuthInfos["sim"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["sim"] = &clientcmdapi.Context{Cluster: "sim", AuthInfo: "sim"}
+	kc.CurrentContext = "sim"
+	path := filepath.Join(tb.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		tb.Fatalf("testcluster: writing the kubeconfig: %v", err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		tb.Fatalf("testcluster: building the client: %v", err)
+	}
+	tb.Logf("testcluster: simulated API server (mocks/kubeapi) at %s", cfg.Host)
+	return &Env{Config: cfg, Kubeconfig: path, Client: c}
 }
 
 func allCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
