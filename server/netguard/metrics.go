@@ -45,9 +45,8 @@ type listenerMetrics struct {
 	drops        map[string]prometheus.Counter
 }
 
-var reasons = []string{ReasonMaxConns, ReasonMaxConnsPerIP, ReasonHandshakeTimeout, ReasonHandshakeFailed}
-
 func (m *metrics) forListener(name string, lim Limits) listenerMetrics {
+	reasons := []string{ReasonMaxConns, ReasonMaxConnsPerIP, ReasonHandshakeTimeout, ReasonHandshakeFailed}
 	lm := listenerMetrics{drops: map[string]prometheus.Counter{}}
 	if m == nil {
 		lm.open = prometheus.NewGauge(prometheus.GaugeOpts{Name: "unregistered"})
