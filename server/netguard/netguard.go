@@ -10,9 +10,10 @@
 //     file-descriptor limit and its own work (store, outgoing calls) keeps
 //     descriptors;
 //   - hands a connection to the server only once it has finished its TLS
-//     handshake (TLS listeners) or sent its first byte (plain ones) within
-//     the handshake timeout: a silent peer is closed after a few seconds
-//     without the server ever seeing it.
+//     handshake (TLS listeners) and sent its first byte (of the request,
+//     inside TLS) within the handshake timeout: a silent peer is closed
+//     after a few seconds without the server ever seeing it, and a server
+//     shutting down never waits for a connection that carries no request.
 //
 // A process builds one Guard from its flags (Limits.AddFlags) and opens
 // every listener through it (Guard.Listen, Guard.Wrap, Guard.WrapTLS).
@@ -286,10 +287,20 @@ func (l *Listener) gate(c *conn) {
 	var err error
 	if l.tls != nil {
 		tc := tls.Server(c, l.tls)
-		err = tc.HandshakeContext(ctx)
 		out = tc
+		if err = tc.HandshakeContext(ctx); err == nil {
+			// The request's first byte too: a client that finished its
+			// handshake but sends nothing (Go's transport dials spare
+			// connections and may never use them) would count as busy for
+			// fasthttp from its first read, and hold a graceful shutdown
+			// until its read timeout.
+			rc := &tlsConn{Conn: tc}
+			if err = rc.first.await(ctx, tc, tc.NetConn()); err == nil {
+				out = rc
+			}
+		}
 	} else {
-		err = c.awaitFirstByte(ctx)
+		err = c.first.await(ctx, c.Conn, c.Conn)
 	}
 	if err != nil {
 		switch {
@@ -345,16 +356,12 @@ type conn struct {
 	net.Conn
 	release func()
 	once    sync.Once
-
-	first    [1]byte
-	buffered bool
+	first   firstByte
 }
 
 func (c *conn) Read(p []byte) (int, error) {
-	if c.buffered && len(p) > 0 {
-		p[0] = c.first[0]
-		c.buffered = false
-		return 1, nil
+	if n := c.first.replay(p); n > 0 {
+		return n, nil
 	}
 	return c.Conn.Read(p)
 }
@@ -374,11 +381,33 @@ func (c *conn) CloseWrite() error {
 	return nil
 }
 
-// awaitFirstByte reads the first byte (kept for Read) unless ctx ends
-// first.
-func (c *conn) awaitFirstByte(ctx context.Context) error {
-	stop := context.AfterFunc(ctx, func() { _ = c.Conn.SetReadDeadline(time.Unix(1, 0)) })
-	n, err := c.Conn.Read(c.first[:])
+// tlsConn is a TLS connection whose first application byte the gate has
+// read; it replays it. Embedding *tls.Conn keeps ConnectionState and
+// Handshake, which servers use to read the peer's certificate.
+type tlsConn struct {
+	*tls.Conn
+	first firstByte
+}
+
+func (c *tlsConn) Read(p []byte) (int, error) {
+	if n := c.first.replay(p); n > 0 {
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
+
+// firstByte is the first byte a peer sent, read by the gate and replayed
+// to the server.
+type firstByte struct {
+	b        [1]byte
+	buffered bool
+}
+
+// await reads the first byte from r unless ctx ends first (the deadline is
+// set on raw, the TCP connection under r).
+func (f *firstByte) await(ctx context.Context, r io.Reader, raw net.Conn) error {
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetReadDeadline(time.Unix(1, 0)) })
+	n, err := r.Read(f.b[:])
 	if !stop() {
 		// The deadline was (or is being) set: the connection is late, or
 		// the listener closing; either way it goes.
@@ -390,8 +419,19 @@ func (c *conn) awaitFirstByte(ctx context.Context) error {
 		}
 		return err
 	}
-	c.buffered = true
+	f.buffered = true
 	return nil
+}
+
+// replay copies the buffered byte into p once; it returns 0 when there is
+// none (or p is empty).
+func (f *firstByte) replay(p []byte) int {
+	if !f.buffered || len(p) == 0 {
+		return 0
+	}
+	p[0] = f.b[0]
+	f.buffered = false
+	return 1
 }
 
 // reset closes c with a TCP reset: a refused flood connection leaves no
