@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth/authtest"
 	"github.com/federation-autoscaler/federation-autoscaler/web/webfake"
 )
 
@@ -376,16 +378,63 @@ func TestLoginAttemptsAreRateLimited(t *testing.T) {
 	b := &browserSim{t: t, app: cc.App()}
 	limited := 0
 	for range 30 {
-		if resp, _ := b.do(http.MethodPost, "/login", url.Values{"token": {"wrong-wrong-wrong"}}); resp.StatusCode == http.StatusTooManyRequests {
+		resp, _ := b.do(http.MethodPost, "/login", url.Values{"token": {"wrong-wrong-wrong"}})
+		if resp.StatusCode == http.StatusTooManyRequests {
 			limited++
+			if resp.Header.Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
 		}
 	}
-	if limited == 0 {
-		t.Fatal("30 wrong logins in an instant were never limited")
+	if limited != 30-auth.DefaultThrottleBurst {
+		t.Fatalf("%d of 30 wrong logins in an instant limited, want all past the burst of %d", limited, auth.DefaultThrottleBurst)
 	}
 	clk.Step(10 * time.Second)
 	if resp, _ := b.do(http.MethodPost, "/login", url.Values{"token": {testToken}}); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("after a pause the right token must work: %d", resp.StatusCode)
+	}
+}
+
+// TestLoginFloodDoesNotLockTheOwnerOut: over real connections, a client
+// flooding wrong tokens is throttled (429 + Retry-After) while the owner,
+// from another address, logs in at once, every time.
+func TestLoginFloodDoesNotLockTheOwnerOut(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
+	tok, _ := auth.NewStaticToken(testToken)
+	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{Token: tok, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := authtest.Serve(t, cc.App())
+	attacker, owner := authtest.ClientFrom("127.0.0.2"), authtest.ClientFrom("127.0.0.3")
+	post := func(c *http.Client, token string) *http.Response {
+		t.Helper()
+		resp, err := c.PostForm(base+"/login", url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for round := range 5 {
+		limited := 0
+		for range 20 {
+			if resp := post(attacker, "wrong-wrong-wrong"); resp.StatusCode == http.StatusTooManyRequests {
+				limited++
+				if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 {
+					t.Fatalf("429 with Retry-After %q, want whole seconds >= 1", resp.Header.Get("Retry-After"))
+				}
+			} else if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("wrong token: %d", resp.StatusCode)
+			}
+		}
+		if limited == 0 {
+			t.Fatalf("round %d: the attacker's flood was never throttled", round)
+		}
+		if resp := post(owner, testToken); resp.StatusCode != http.StatusSeeOther {
+			t.Fatalf("round %d: the owner's login during the flood: %d, want 303", round, resp.StatusCode)
+		}
 	}
 }
 

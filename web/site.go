@@ -15,7 +15,6 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
-	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 
 	"github.com/federation-autoscaler/federation-autoscaler/assets"
@@ -38,8 +37,8 @@ type site struct {
 	// failingSince is when the backend first failed to answer (zero: it
 	// answers); owned by the publisher goroutine.
 	failingSince time.Time
-	// logins bounds login attempts (all clients together).
-	logins  *rate.Limiter
+	// logins bounds failed login attempts per client.
+	logins  *auth.Throttle
 	title   string
 	authn   *auth.Authenticator // nil: no login
 	hub     *live.Hub
@@ -77,7 +76,7 @@ func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, refre
 		hub:    live.NewHub(log, live.DefaultClientBuffer),
 		wsOpts: live.WSOptions{Log: log},
 		life:   life, lifeCancel: cancel,
-		logins: rate.NewLimiter(rate.Limit(loginRate), loginBurst),
+		logins: auth.NewThrottle(auth.ThrottleOptions{}),
 	}, nil
 }
 
@@ -152,18 +151,16 @@ func (s *site) loginForm(c *fiber.Ctx) error {
 	}))
 }
 
-// Login attempts: 2 per second with a burst of 10, for all clients. The
-// token has 256 bits, so this only keeps a flood from burning CPU and logs.
-const (
-	loginRate  = 2
-	loginBurst = 10
-)
-
+// login checks the login form. Failed attempts are throttled per client
+// (auth.Throttle defaults: 2 per second, burst 10): one client's flood of
+// wrong tokens never locks another client out.
 func (s *site) login(c *fiber.Ctx) error {
 	next := auth.SafeNext(formValue(c, "next"))
-	if !s.logins.AllowN(s.clock.Now(), 1) {
+	attempt, wait, ok := s.logins.Begin(c.IP(), s.clock.Now())
+	if !ok {
+		auth.SetRetryAfter(c, wait)
 		return s.renderPage(c, fiber.StatusTooManyRequests, views.LoginPage(s.page(c, "Log in", "", false), views.Login{
-			Next: next, Error: "Too many login attempts; wait a few seconds and try again.", Hint: s.loginHint,
+			Next: next, Error: "Too many failed login attempts from your address; wait " + auth.RetryAfterSeconds(wait) + " s and try again.", Hint: s.loginHint,
 		}))
 	}
 	if _, err := s.authn.Login(c, formValue(c, "token")); err != nil {
@@ -176,6 +173,7 @@ func (s *site) login(c *fiber.Ctx) error {
 			Next: next, Error: msg, Hint: s.loginHint,
 		}))
 	}
+	attempt.Succeeded()
 	return c.Redirect(s.path(strings.TrimPrefix(next, s.prefix)), fiber.StatusSeeOther)
 }
 

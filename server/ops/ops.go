@@ -2,8 +2,8 @@
 // :9444): liveness, readiness, Prometheus metrics, the read-only overview
 // JSON and the web dashboard, which other packages mount through Mount
 // options without editing this one. An optional bearer token guards the
-// overview and the pages; /healthz, /readyz and /metrics stay open for
-// probes and scrapers.
+// overview and the pages (wrong tokens throttled per client); /healthz,
+// /readyz and /metrics stay open for probes and scrapers.
 package ops
 
 import (
@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
 
 // OverviewSource produces the overview (the broker's domain).
@@ -101,6 +102,8 @@ type Config struct {
 	Mounts []Mount
 	// OverviewTimeout bounds one overview computation (default 10 s).
 	OverviewTimeout time.Duration
+	// Now is the token throttle's clock (default time.Now).
+	Now func() time.Time
 }
 
 // openPaths skip the token guard.
@@ -157,7 +160,11 @@ func New(cfg Config) *fiber.App {
 	// read-only by the time a request arrives.
 	var accesses []Access
 	if cfg.Token != "" {
-		app.Use(tokenGuard(cfg.Token, &accesses))
+		now := cfg.Now
+		if now == nil {
+			now = time.Now
+		}
+		app.Use(tokenGuard(cfg.Token, &accesses, auth.NewThrottle(auth.ThrottleOptions{}), now))
 	}
 	app.Get("/api/v1/overview", func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -192,8 +199,10 @@ const placeholderPage = `<!doctype html>
 
 // tokenGuard requires the token on every path but the open probe paths and
 // the paths a mount authenticates itself; a mount's own credential is
-// accepted in place of the token.
-func tokenGuard(token string, accesses *[]Access) fiber.Handler {
+// accepted in place of the token. Wrong tokens are throttled per client
+// (auth.Throttle): a throttled client gets 429 with Retry-After before its
+// token is looked at.
+func tokenGuard(token string, accesses *[]Access, throttle *auth.Throttle, now func() time.Time) fiber.Handler {
 	want := []byte(token)
 	return func(c *fiber.Ctx) error {
 		if openPaths[c.Path()] {
@@ -204,21 +213,28 @@ func tokenGuard(token string, accesses *[]Access) fiber.Handler {
 				return c.Next()
 			}
 		}
+		for _, a := range *accesses {
+			if a.Authenticated != nil && a.Authenticated(c) {
+				return c.Next()
+			}
+		}
 		got := c.Query("token")
 		if h := c.Get(fiber.HeaderAuthorization); h != "" {
 			got, _ = strings.CutPrefix(h, "Bearer ")
 		}
-		ok := subtle.ConstantTimeCompare([]byte(got), want) == 1
-		for _, a := range *accesses {
-			if !ok && a.Authenticated != nil && a.Authenticated(c) {
-				ok = true
+		if got != "" {
+			attempt, wait, ok := throttle.Begin(c.IP(), now())
+			if !ok {
+				auth.SetRetryAfter(c, wait)
+				return fiber.NewError(http.StatusTooManyRequests, "too many wrong dashboard tokens from your address; retry after "+auth.RetryAfterSeconds(wait)+" s")
+			}
+			if subtle.ConstantTimeCompare([]byte(got), want) == 1 {
+				attempt.Succeeded()
+				return c.Next()
 			}
 		}
-		if !ok {
-			c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="federation-autoscaler"`)
-			return fiber.NewError(http.StatusUnauthorized, "a dashboard token is required: send Authorization: Bearer <token> or ?token=<token>")
-		}
-		return c.Next()
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="federation-autoscaler"`)
+		return fiber.NewError(http.StatusUnauthorized, "a dashboard token is required: send Authorization: Bearer <token> or ?token=<token>")
 	}
 }
 
@@ -230,6 +246,8 @@ func codeFor(status int) string {
 		return api.CodeNotFound
 	case http.StatusMethodNotAllowed:
 		return api.CodeMethodNotAllowed
+	case http.StatusTooManyRequests:
+		return api.CodeTooManyRequests
 	}
 	if status >= 500 {
 		return api.CodeInternalError

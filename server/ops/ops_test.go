@@ -4,15 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth/authtest"
 )
 
 type overviewFunc func(context.Context) (api.Overview, error)
@@ -130,5 +136,59 @@ func TestOverviewErrorIsInternal(t *testing.T) {
 	})
 	if s, _, body := get(t, app, "/api/v1/overview"); s != 500 || strings.Contains(body, "boom") {
 		t.Errorf("overview error: %d %s", s, body)
+	}
+}
+
+// TestTokenGuardThrottlesWrongTokensPerClient: over real connections, a
+// client guessing tokens gets 429 with Retry-After once past the burst (its
+// guesses are no longer checked), while another client's right token and a
+// session keep working.
+func TestTokenGuardThrottlesWrongTokensPerClient(t *testing.T) {
+	var clock atomic.Int64 // read by the server's goroutines
+	clock.Store(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	app := New(Config{
+		Overview:  overviewFunc(func(context.Context) (api.Overview, error) { return api.Overview{}, nil }),
+		Readiness: &Readiness{},
+		Token:     "0123456789abcdef-token",
+		Now:       func() time.Time { return time.Unix(0, clock.Load()) },
+	})
+	base := authtest.Serve(t, app)
+	get := func(c *http.Client, token string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+"/api/v1/overview", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	guesser, owner := authtest.ClientFrom("127.0.0.2"), authtest.ClientFrom("127.0.0.3")
+	statuses := map[int]int{}
+	for i := range 50 {
+		resp := get(guesser, fmt.Sprintf("guess-%d", i))
+		statuses[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "1" {
+			t.Fatalf("429 with Retry-After %q, want 1 (2 failures/s)", resp.Header.Get("Retry-After"))
+		}
+	}
+	if statuses[401] != auth.DefaultThrottleBurst || statuses[429] != 50-auth.DefaultThrottleBurst {
+		t.Fatalf("50 wrong tokens at once: %v, want %d × 401 then 429", statuses, auth.DefaultThrottleBurst)
+	}
+	// Throttled, even the right token is refused from that client: the
+	// answer must not tell a right guess from a wrong one.
+	if resp := get(guesser, "0123456789abcdef-token"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("right token from the throttled client: %d, want 429", resp.StatusCode)
+	}
+	for range 20 {
+		if resp := get(owner, "0123456789abcdef-token"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("the owner's token during the flood: %d, want 200", resp.StatusCode)
+		}
+	}
+	clock.Add(int64(time.Second))
+	if resp := get(guesser, "0123456789abcdef-token"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("right token after the wait: %d, want 200", resp.StatusCode)
 	}
 }
