@@ -1,7 +1,9 @@
 // Package localapi is the adapter's client of the consumer agent's local API
 // (reference §7.1): the policy-masked node-group view, reservations and the
 // projected virtual nodes. The agent listens on loopback without
-// authentication; every call is plain HTTP/JSON.
+// authentication; every call is plain HTTP/JSON, bodies sent as
+// application/json with the dialled address as Host, which is what the
+// agent's guard against web pages requires (docs/agents.md).
 package localapi
 
 import (

@@ -62,7 +62,9 @@ type Options struct {
 	LiqoDriver     string
 	LiqoctlPath    string
 	LocalAPIListen string
-	ConsoleListen  string
+	// LocalAPIAllowedHosts are extra Host names the local API answers to.
+	LocalAPIAllowedHosts []string
+	ConsoleListen        string
 	// ConsoleTokenFile holds the console login token (e.g. a mounted
 	// Secret); ConsoleTokenStore is where a generated token's hash is kept.
 	ConsoleTokenFile  string
@@ -146,6 +148,7 @@ behaviour.`,
 	f.StringVar(&o.LiqoDriver, "liqo-driver", "liqoctl", "Liqo driver: liqoctl (the real Liqo) or sim (simulated Liqo on the same API)")
 	f.StringVar(&o.LiqoctlPath, "liqoctl-path", "liqoctl", "liqoctl binary (--liqo-driver liqoctl)")
 	f.StringVar(&o.LocalAPIListen, "local-api-listen", "127.0.0.1:9090", "consumer: address of the local API the adapter calls (plain HTTP, no auth: keep it on loopback)")
+	f.StringSliceVar(&o.LocalAPIAllowedHosts, "local-api-allowed-hosts", nil, "consumer: extra Host names the local API answers to besides loopback names and the IP it is called on (e.g. a Service name)")
 	f.StringVar(&o.ConsoleListen, "console-listen", "", "address of the agent's web console (empty: none); login with the console token")
 	f.StringVar(&o.ConsoleTokenFile, "console-token-file", "", "file holding the console login token (e.g. a mounted Secret); default: generate one on first start")
 	f.StringVar(&o.ConsoleTokenStore, "console-token-store", "", "where the hash of a generated console token is kept (default: <user config dir>/federation-autoscaler/<role>-console-token)")
@@ -383,6 +386,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			ClusterID: b.ClusterID, LiqoClusterID: liqoID, Namespace: o.Namespace, Kube: kube, Client: cl,
 			Broker: bc, Driver: driver, Prober: probe.NewProber(probe.ProberConfig{}),
 			AdvertisedIP: o.AdvertisedIP, NodeName: o.NodeName, Logger: log, Tracker: tracker, Metrics: metrics, Registerer: reg,
+			LocalAPIHosts: o.LocalAPIAllowedHosts,
 		}
 		if geo != nil {
 			cc.Geo = func(ctx context.Context, ip string) (*consumer.Location, error) {

@@ -264,6 +264,9 @@ func (f *federation) call(method, path string, body any, hdr map[string]string, 
 		rd = bytes.NewReader(nil)
 	}
 	req, _ := http.NewRequest(method, f.localAPI+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

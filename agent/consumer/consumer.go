@@ -91,6 +91,10 @@ type Config struct {
 	ObserveReserveToPeer func(reservationID string, d time.Duration)
 	// LoopConfig tunes the instruction loop.
 	LoopConfig brokerclient.LoopConfig
+	// LocalAPIHosts are Host names the local API answers to besides
+	// loopback names and the IP it was called on (e.g. a Service name when
+	// it listens beyond loopback).
+	LocalAPIHosts []string
 }
 
 // Agent is the consumer agent.

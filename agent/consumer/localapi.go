@@ -22,7 +22,9 @@ import (
 const maxLocalBody = 1 << 20
 
 // LocalAPI returns the handler of the local API the Cluster Autoscaler
-// adapter calls (reference §7.1). It is meant for loopback: no auth.
+// adapter calls (reference §7.1). It is meant for loopback and has no
+// authentication of its own: whoever can reach the address is trusted, and
+// localGuard refuses what web pages in a browser on the host could send.
 //
 // Statuses are passed through from the broker: 201 for a new reservation,
 // 200 for a replay, 202 for a release (the reference rewrote them, bug
@@ -37,7 +39,7 @@ func (a *Agent) LocalAPI() http.Handler {
 	mux.HandleFunc("POST "+localapi.PathReservations, a.postReservation)
 	mux.HandleFunc("DELETE "+localapi.PathReservations+"/{id}", a.deleteReservation)
 	mux.HandleFunc("GET "+localapi.PathVirtualNodes, a.getVirtualNodes)
-	return mux
+	return localGuard(a.cfg.LocalAPIHosts, mux)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -109,6 +109,11 @@ func newTestAgent(t *testing.T, b Broker, objs ...runtime.Object) *Agent {
 func do(t *testing.T, h http.Handler, method, path, body string, hdr map[string]string) *httptest.ResponseRecorder {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	// What the adapter's client sends (localguard refuses anything else).
+	req.Host = "127.0.0.1:9090"
+	if hasBody(req) {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
