@@ -19,7 +19,7 @@ func TestHelp(t *testing.T) {
 	}
 	for _, flag := range []string{"--pki-dir", "--data-dir", "--listen", "--dashboard-listen", "--allow-legacy-certs",
 		"--reservation-lease", "--provider-stale-after", "--rate-limit-burst", "--rate-limit-rps", "--chunk-config", "--dashboard-token",
-		"--max-conns", "--max-conns-per-ip", "--handshake-timeout"} {
+		"--max-conns", "--max-conns-per-ip", "--handshake-timeout", "--reset-damaged-store"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("--help does not document %s", flag)
 		}

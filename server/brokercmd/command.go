@@ -34,6 +34,9 @@ import (
 // shutdownTimeout bounds the graceful shutdown of each listener.
 const shutdownTimeout = 15 * time.Second
 
+// certExpiryWarning: a broker certificate expiring sooner is logged at start.
+const certExpiryWarning = 30 * 24 * time.Hour
+
 // Options are the broker's flags.
 type Options struct {
 	PKIDir             string
@@ -51,6 +54,9 @@ type Options struct {
 	// Limits bound what each listener holds (--max-conns,
 	// --max-conns-per-ip, --handshake-timeout; zero: automatic).
 	Limits netguard.Limits
+	// ResetDamagedStore moves a damaged database aside and starts empty
+	// instead of refusing to start.
+	ResetDamagedStore bool
 	// Mounts add routes to the dashboard listener besides the web
 	// dashboard (which Run mounts itself).
 	Mounts []ops.Mount
@@ -100,6 +106,7 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
 	o.Limits.AddFlags(f)
+	f.BoolVar(&o.ResetDamagedStore, "reset-damaged-store", false, "when the database in --data-dir is damaged, move it aside (broker.db.damaged-<time>) and start with an empty one instead of refusing to start; an intact database is used as it is")
 	return cmd
 }
 
@@ -202,6 +209,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("loading the broker's TLS material from --pki-dir %s: %w", o.PKIDir, err)
 	}
+	if leaf := tlsCfg.Certificates[0].Leaf; leaf != nil {
+		if left := time.Until(leaf.NotAfter); left < certExpiryWarning {
+			log.Warn("The broker certificate expires soon; issue a new one before then or every agent's handshake fails",
+				"file", filepath.Join(o.PKIDir, pki.BrokerCertFile), "notAfter", leaf.NotAfter.UTC(), "left", left.Round(time.Hour))
+		}
+	}
 	chunks := placement.DefaultChunkConfig()
 	if o.ChunkConfig != "" {
 		if chunks, err = placement.LoadChunkConfig(o.ChunkConfig); err != nil {
@@ -210,7 +223,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 
 	ready := &ops.Readiness{}
-	st, err := bolt.Open(o.DataDir, bolt.Options{})
+	st, err := bolt.Open(o.DataDir, bolt.Options{
+		ResetDamaged: o.ResetDamagedStore,
+		OnReset: func(movedTo string, cause *bolt.DamagedError) {
+			log.Warn("The store was damaged: moved it aside and starting with an empty one (--reset-damaged-store); "+
+				"agents re-advertise and heartbeat within seconds, reservations and credentials it held are gone",
+				"movedTo", movedTo, "damage", cause.Reason)
+		},
+	})
+	var damaged *bolt.DamagedError
+	if errors.As(err, &damaged) {
+		return fmt.Errorf("--data-dir: %w. Nothing was changed. Restore %s from a backup (see docs/operations.md, "+
+			"\"Data directory and backup\"), or start once with --reset-damaged-store to move it aside and start with an empty store", err, damaged.Path)
+	}
 	if err != nil {
 		return fmt.Errorf("--data-dir: %w", err)
 	}

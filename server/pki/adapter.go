@@ -54,7 +54,13 @@ func InitAdapter(dir string, hosts []string, force bool, now time.Time) error {
 
 // AdapterServerTLSConfig is the adapter's gRPC listener configuration: it
 // serves dir/server.crt, requires TLS 1.3, and requires and verifies client
-// certificates against dir/ca.crt.
+// certificates against dir/ca.crt. The serving certificate is checked at
+// the current time as ServerTLSConfigAt does.
 func AdapterServerTLSConfig(dir string) (*tls.Config, error) {
-	return serverTLSConfig(dir, AdapterServerCertFile, AdapterServerKeyFile)
+	return AdapterServerTLSConfigAt(dir, time.Now())
+}
+
+// AdapterServerTLSConfigAt is AdapterServerTLSConfig checked at now.
+func AdapterServerTLSConfigAt(dir string, now time.Time) (*tls.Config, error) {
+	return serverTLSConfig(dir, AdapterServerCertFile, AdapterServerKeyFile, now)
 }

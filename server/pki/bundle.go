@@ -282,10 +282,8 @@ func ParseBundle(data []byte, now time.Time) (*Bundle, error) {
 	if _, err := tls.X509KeyPair(entries[BundleCert], entries[BundleKey]); err != nil {
 		return nil, fmt.Errorf("%s does not match %s: %w", BundleKey, BundleCert, err)
 	}
-	pool := x509.NewCertPool()
-	pool.AddCert(caCert)
-	if _, err := cert.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
-		return nil, fmt.Errorf("%s is not a valid client certificate of the bundle's CA at %s (expired, or signed by another CA?): %w", BundleCert, now.UTC().Format(time.RFC3339), err)
+	if err := CheckClientCertificate(cert, caCert, now); err != nil {
+		return nil, fmt.Errorf("%s is not a valid client certificate of the bundle's CA at %s: %w", BundleCert, now.UTC().Format(time.RFC3339), err)
 	}
 	if cert.Subject.CommonName != cfg.ClusterID {
 		return nil, fmt.Errorf("certificate common name %q differs from join.yaml clusterId %q", cert.Subject.CommonName, cfg.ClusterID)

@@ -337,12 +337,21 @@ func Init(dir string, hosts []string, force bool, now time.Time) error {
 
 // ServerTLSConfig is the broker's API listener configuration: it serves
 // dir/broker.crt with dir/broker.key, requires TLS 1.3, and requires and
-// verifies client certificates against dir/ca.crt.
+// verifies client certificates against dir/ca.crt. The serving certificate
+// is checked as ServerTLSConfigAt does, at the current time.
 func ServerTLSConfig(dir string) (*tls.Config, error) {
-	return serverTLSConfig(dir, BrokerCertFile, BrokerKeyFile)
+	return ServerTLSConfigAt(dir, time.Now())
 }
 
-func serverTLSConfig(dir, certFile, keyFile string) (*tls.Config, error) {
+// ServerTLSConfigAt is ServerTLSConfig checked at now: the key must be the
+// certificate's, and the certificate must chain to ca.crt for server auth
+// and be valid at now (CheckServingCertificate). A broker that started with
+// anything else would answer /readyz while every agent's handshake fails.
+func ServerTLSConfigAt(dir string, now time.Time) (*tls.Config, error) {
+	return serverTLSConfig(dir, BrokerCertFile, BrokerKeyFile, now)
+}
+
+func serverTLSConfig(dir, certFile, keyFile string, now time.Time) (*tls.Config, error) {
 	caPEM, err := readLimited(filepath.Join(dir, CACertFile))
 	if err != nil {
 		return nil, fmt.Errorf("read CA certificate: %w", err)
@@ -361,15 +370,16 @@ func serverTLSConfig(dir, certFile, keyFile string) (*tls.Config, error) {
 	}
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
-		return nil, fmt.Errorf("%s and %s do not form a key pair: %w", certFile, keyFile, err)
+		return nil, fmt.Errorf("%s and %s do not form a key pair (is %s the key of another certificate?): %w", certFile, keyFile, keyFile, err)
 	}
 	leaf, err := x509.ParseCertificate(pair.Certificate[0])
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", certFile, err)
 	}
-	if err := leaf.CheckSignatureFrom(caCert); err != nil {
-		return nil, fmt.Errorf("%s is not signed by %s (was the CA replaced? re-run the init command with --force): %w", certFile, CACertFile, err)
+	if err := CheckServingCertificate(leaf, caCert, now); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, certFile), err)
 	}
+	pair.Leaf = leaf
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
 	return &tls.Config{
@@ -378,6 +388,61 @@ func serverTLSConfig(dir, certFile, keyFile string) (*tls.Config, error) {
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 		ClientCAs:    pool,
 	}, nil
+}
+
+// CheckServingCertificate checks that leaf can serve TLS at now: valid at
+// now, usable for server authentication, and signed by ca, itself valid at
+// now. Each failure says what is wrong and how to fix it.
+func CheckServingCertificate(leaf, ca *x509.Certificate, now time.Time) error {
+	return checkLeaf(leaf, ca, now, x509.ExtKeyUsageServerAuth, "server",
+		"issue a new one signed by the CA (`federation-autoscaler pki init --force` makes a new CA and broker certificate; every join bundle must then be made again)")
+}
+
+// CheckClientCertificate is CheckServingCertificate for a client
+// certificate (client authentication).
+func CheckClientCertificate(leaf, ca *x509.Certificate, now time.Time) error {
+	return checkLeaf(leaf, ca, now, x509.ExtKeyUsageClientAuth, "client",
+		"make a new join bundle with `federation-autoscaler pki join` on the machine that holds the CA")
+}
+
+func checkLeaf(leaf, ca *x509.Certificate, now time.Time, usage x509.ExtKeyUsage, kind, renew string) error {
+	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	switch {
+	case now.After(ca.NotAfter):
+		return fmt.Errorf("the CA certificate expired on %s: %s", at(ca.NotAfter), renew)
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("the certificate is not valid before %s (now %s): is this machine's clock right?", at(leaf.NotBefore), at(now))
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("the certificate expired on %s: %s", at(leaf.NotAfter), renew)
+	}
+	if !hasUsage(leaf, usage) {
+		return fmt.Errorf("the certificate is not for TLS %s authentication (its extended key usage lacks %s): %s", kind, usageName(usage), renew)
+	}
+	if err := leaf.CheckSignatureFrom(ca); err != nil {
+		return fmt.Errorf("the certificate is not signed by the CA (signed by another CA, or was the CA replaced?): %s: %w", renew, err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+		return fmt.Errorf("the certificate does not verify against %s for %s authentication: %w", CACertFile, kind, err)
+	}
+	return nil
+}
+
+func hasUsage(c *x509.Certificate, usage x509.ExtKeyUsage) bool {
+	for _, u := range c.ExtKeyUsage {
+		if u == usage || u == x509.ExtKeyUsageAny {
+			return true
+		}
+	}
+	return false
+}
+
+func usageName(u x509.ExtKeyUsage) string {
+	if u == x509.ExtKeyUsageServerAuth {
+		return "serverAuth"
+	}
+	return "clientAuth"
 }
 
 // ParseCertificatePEM parses exactly one PEM "CERTIFICATE" block.

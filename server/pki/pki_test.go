@@ -63,7 +63,7 @@ func TestInitWritesFilesWithModesAndRefusesOverwrite(t *testing.T) {
 	if _, err := LoadCA(dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ServerTLSConfig(dir); err != nil {
+	if _, err := ServerTLSConfigAt(dir, t0); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -457,7 +457,7 @@ func TestLoadCARejectsMismatchedKey(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 	// A broker certificate of another CA is refused by ServerTLSConfig.
-	if _, err := ServerTLSConfig(b); err != nil {
+	if _, err := ServerTLSConfigAt(b, t0); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(b, BrokerCertFile), mustRead(t, filepath.Join(a, BrokerCertFile)), 0o644); err != nil {
@@ -466,7 +466,7 @@ func TestLoadCARejectsMismatchedKey(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(b, BrokerKeyFile), mustRead(t, filepath.Join(a, BrokerKeyFile)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ServerTLSConfig(b); err == nil || !strings.Contains(err.Error(), "not signed by") {
+	if _, err := ServerTLSConfigAt(b, t0); err == nil || !strings.Contains(err.Error(), "not signed by") {
 		t.Fatalf("foreign broker cert: %v", err)
 	}
 	// A leaf certificate cannot act as a CA.
@@ -682,5 +682,121 @@ func BenchmarkParseBundle(b *testing.B) {
 		if _, err := ParseBundle(data, t0); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestServerTLSConfigRefusesUnusableCertificates writes real bad broker
+// certificates and checks that each is refused with a message saying what
+// is wrong (a broker serving them would be ready while every handshake
+// fails).
+func TestServerTLSConfigRefusesUnusableCertificates(t *testing.T) {
+	now := t0.Add(30 * 24 * time.Hour)
+	server := func() *x509.Certificate {
+		return &x509.Certificate{KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	}
+	tests := []struct {
+		name string
+		// make writes broker.crt and broker.key into dir made by Init at t0.
+		make func(t *testing.T, dir string, ca *CA)
+		want string
+	}{
+		{"valid", func(*testing.T, string, *CA) {}, ""},
+		{"expired", func(t *testing.T, dir string, ca *CA) {
+			writePair(t, dir, ca, server(), t0.Add(-2*ServerValidity), ServerValidity)
+		}, "expired on"},
+		{"not yet valid", func(t *testing.T, dir string, ca *CA) {
+			writePair(t, dir, ca, server(), now.Add(48*time.Hour), ServerValidity)
+		}, "not valid before"},
+		{"client certificate as server certificate", func(t *testing.T, dir string, ca *CA) {
+			c := server()
+			c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+			writePair(t, dir, ca, c, t0, ServerValidity)
+		}, "lacks serverAuth"},
+		{"no extended key usage", func(t *testing.T, dir string, ca *CA) {
+			c := server()
+			c.ExtKeyUsage = nil
+			writePair(t, dir, ca, c, t0, ServerValidity)
+		}, "lacks serverAuth"},
+		{"key of another certificate", func(t *testing.T, dir string, ca *CA) {
+			other := t.TempDir()
+			writePair(t, other, ca, server(), t0, ServerValidity)
+			if err := os.WriteFile(filepath.Join(dir, BrokerKeyFile), mustRead(t, filepath.Join(other, BrokerKeyFile)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, "do not form a key pair"},
+		{"signed by another CA", func(t *testing.T, dir string, _ *CA) {
+			other, err := NewCA(t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writePair(t, dir, other, server(), t0, ServerValidity)
+		}, "not signed by the CA"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := Init(dir, nil, false, t0); err != nil {
+				t.Fatal(err)
+			}
+			ca, err := LoadCA(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.make(t, dir, ca)
+			_, err = ServerTLSConfigAt(dir, now)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("a good certificate was refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("err = %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+	// An expired CA stops everything it signed.
+	dir := t.TempDir()
+	if err := Init(dir, nil, false, t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ServerTLSConfigAt(dir, t0.Add(CAValidity+time.Hour)); err == nil || !strings.Contains(err.Error(), "CA certificate expired") {
+		t.Fatalf("expired CA: %v", err)
+	}
+}
+
+func TestCheckClientCertificate(t *testing.T) {
+	ca, err := NewCA(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliPEM, _, err := ca.IssueClient("paris-1", api.RoleProvider, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srvPEM, _, err := ca.IssueServer(nil, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, srv := mustCert(t, cliPEM), mustCert(t, srvPEM)
+	if err := CheckClientCertificate(cli, ca.Certificate(), t0); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckClientCertificate(srv, ca.Certificate(), t0); err == nil || !strings.Contains(err.Error(), "lacks clientAuth") || !strings.Contains(err.Error(), "pki join") {
+		t.Fatalf("server certificate as client certificate: %v", err)
+	}
+	if err := CheckClientCertificate(cli, ca.Certificate(), t0.Add(ClientValidity+time.Hour)); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("expired client certificate: %v", err)
+	}
+}
+
+// writePair issues tmpl from ca as of issuedAt and writes it as the broker's
+// certificate and key in dir.
+func writePair(t *testing.T, dir string, ca *CA, tmpl *x509.Certificate, issuedAt time.Time, validity time.Duration) {
+	t.Helper()
+	certPEM, keyPEM, err := ca.issue(tmpl, issuedAt, validity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFiles(dir, []file{{BrokerCertFile, certPEM, 0o644}, {BrokerKeyFile, keyPEM, 0o600}}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 )
@@ -44,6 +45,12 @@ type Options struct {
 	Timeout time.Duration
 	// NoSync disables fsync; only for tests that measure something else.
 	NoSync bool
+	// ResetDamaged, when the file is damaged (a *DamagedError), moves it
+	// aside to <file>.damaged-<UTC time> and starts an empty store instead
+	// of refusing to open. The damaged file is never deleted.
+	ResetDamaged bool
+	// OnReset, when set, is told where a damaged file was moved and why.
+	OnReset func(movedTo string, cause *DamagedError)
 }
 
 // Open opens (creating if needed) the store in directory dir.
@@ -57,14 +64,51 @@ func Open(dir string, opts Options) (*Store, error) {
 	return OpenFile(filepath.Join(dir, FileName), opts)
 }
 
-// OpenFile opens (creating if needed) the store in file path.
+// OpenFile opens (creating if needed) the store in file path. An existing
+// file is checked before use: its meta pages, size and every page of its
+// tree, with plain reads before bbolt maps it (checkFile). A damaged one is
+// refused with a *DamagedError, or moved aside with ResetDamaged.
 func OpenFile(path string, opts Options) (*Store, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 5 * time.Second
 	}
-	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync, NoFreelistSync: true})
+	s, err := openChecked(path, opts)
+	var de *DamagedError
+	if err == nil || !opts.ResetDamaged || !errors.As(err, &de) {
+		return s, err
+	}
+	lock, err := lockFile(path, opts.Timeout)
 	if err != nil {
-		return nil, fmt.Errorf("open store %s (is another broker using this data dir?): %w", path, err)
+		return nil, err
+	}
+	movedTo, err := moveAside(path, time.Now())
+	if lock != nil {
+		_ = lock.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w (%w)", err, de)
+	}
+	if opts.OnReset != nil {
+		opts.OnReset(movedTo, de)
+	}
+	return openChecked(path, opts)
+}
+
+func openChecked(path string, opts Options) (*Store, error) {
+	lock, err := lockFile(path, opts.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if lock != nil {
+		err = checkFile(path)
+		_ = lock.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	db, err := openBolt(path, opts)
+	if err != nil {
+		return nil, err
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, k := range store.Kinds() {
@@ -79,6 +123,34 @@ func OpenFile(path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// openBolt opens path read-write. A panic (bbolt's freelist rebuild found
+// what checkFile did not) becomes a *DamagedError; the half-open database
+// is left alone, not closed: a goroutine bbolt started may still read its
+// mapping.
+func openBolt(path string, opts Options) (db *bbolt.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, damaged(path, "bbolt failed reading it: %v", r)
+		}
+	}()
+	db, err = bbolt.Open(path, 0o600, &bbolt.Options{Timeout: opts.Timeout, NoSync: opts.NoSync, NoFreelistSync: true})
+	if err != nil {
+		return nil, openError(path, err)
+	}
+	return db, nil
+}
+
+// openError explains an error of bbolt.Open.
+func openError(path string, err error) error {
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("open store %s (is another broker using this data dir?): %w", path, err)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
+		return damaged(path, "bbolt refused it: %v", err)
+	}
+	return fmt.Errorf("open store %s: %w", path, err)
 }
 
 // Close closes the file.
