@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -40,6 +42,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/preflight"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
@@ -183,18 +186,17 @@ func Scheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// Run runs the agent until ctx ends.
+// Run runs the agent until ctx ends. In order, so that a mistake is
+// reported before anything is changed: every flag is validated
+// (Options.Validate), then the local inputs are read (the bundle, the
+// provider's sharing files, liqoctl), then the cluster is touched (CRDs,
+// the consumer's namespace, what each agent reads: package preflight), and
+// only then do the listeners and loops start.
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
-	role := api.Role(o.Role)
-	if role != api.RoleProvider && role != api.RoleConsumer {
-		return fmt.Errorf("--role %q: use provider or consumer", o.Role)
-	}
-	if o.Bundle == "" {
-		return errors.New("--bundle is required: the join bundle made by 'federation-autoscaler pki join'")
-	}
-	if _, err := o.Limits.ForListeners(o.listeners()); err != nil {
+	if err := o.Validate(); err != nil {
 		return err
 	}
+	role := api.Role(o.Role)
 	b, err := pki.LoadBundle(o.Bundle)
 	if err != nil {
 		return fmt.Errorf("loading --bundle %s: %w", o.Bundle, err)
@@ -209,6 +211,17 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	liqoID := o.LiqoClusterID
 	if liqoID == "" {
 		liqoID = b.ClusterID
+	}
+	if o.LiqoDriver == "liqoctl" {
+		if _, err := exec.LookPath(o.LiqoctlPath); err != nil {
+			return fmt.Errorf("--liqo-driver liqoctl: %w: install liqoctl (Liqo v1.1.2), point --liqoctl-path at it, or use --liqo-driver sim", err)
+		}
+	}
+	var sharing *provider.Store
+	if role == api.RoleProvider {
+		if sharing, err = provider.NewStore(provider.Sources{SharingFile: o.SharingFile, PriceFile: o.PriceFile, CapacityFile: o.CapacityFile, RenewableFile: o.RenewableFile}, log); err != nil {
+			return err
+		}
 	}
 
 	// controller-runtime (the client, the simulated Liqo) logs through its
@@ -241,6 +254,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 				return fmt.Errorf("installing the Liqo CRDs for --liqo-driver sim: %w", err)
 			}
 		}
+	}
+	if err := checkWorld(ctx, cl, role, o.Namespace, log); err != nil {
+		return err
 	}
 
 	reg := prometheus.NewRegistry()
@@ -324,12 +340,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	switch role {
 	case api.RoleProvider:
-		store, err := provider.NewStore(provider.Sources{SharingFile: o.SharingFile, PriceFile: o.PriceFile, CapacityFile: o.CapacityFile, RenewableFile: o.RenewableFile}, log)
-		if err != nil {
-			return err
-		}
 		pc := provider.Config{
-			ClusterID: b.ClusterID, LiqoClusterID: liqoID, Kube: kube, Broker: bc, Driver: driver, Sharing: store,
+			ClusterID: b.ClusterID, LiqoClusterID: liqoID, Kube: kube, Broker: bc, Driver: driver, Sharing: sharing,
 			NodeName: o.NodeName, AdvertisedIP: o.AdvertisedIP, Logger: log, Tracker: tracker, Metrics: metrics,
 		}
 		if o.ProbeListen != "" {
@@ -412,9 +424,6 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			addrs.LocalAPI = a
 		}
 		if o.ConsoleListen != "" {
-			if addrs.LocalAPI == "" {
-				return errors.New("--console-listen needs --local-api-listen: the consumer console reads the agent's local API")
-			}
 			local, err := localapi.NewClient("http://"+addrs.LocalAPI, nil)
 			if err != nil {
 				return err
@@ -446,10 +455,38 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 }
 
+// checkWorld makes sure the agent can do its job on its cluster before it
+// starts (package preflight): the consumer's namespace exists (created when
+// missing) and it may list its objects there and the nodes; the provider
+// may list the nodes and pods its capacity comes from.
+func checkWorld(ctx context.Context, cl client.Client, role api.Role, ns string, log *slog.Logger) error {
+	type listCheck struct {
+		list client.ObjectList
+		ns   string // "": cluster-wide
+	}
+	checks := []listCheck{{&corev1.NodeList{}, ""}, {&corev1.PodList{}, ""}}
+	if role == api.RoleConsumer {
+		created, err := preflight.EnsureNamespace(ctx, cl, ns)
+		if err != nil {
+			return fmt.Errorf("--namespace %s: %w", ns, err)
+		}
+		if created {
+			log.Info("Created the agent's namespace", "namespace", ns)
+		}
+		checks = []listCheck{{&corev1.NodeList{}, ""}, {&fav1alpha1.VirtualNodeStateList{}, ns}, {&fav1alpha1.ConsumerPolicyList{}, ns}}
+	}
+	for _, c := range checks {
+		if err := preflight.CanList(ctx, cl, c.list, c.ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // buildDriver builds the Liqo driver selected by --liqo-driver.
 func buildDriver(cfg *rest.Config, cl client.Client, liqoID string, o Options, log *slog.Logger) (liqo.Driver, func(context.Context) error, error) {
 	switch o.LiqoDriver {
-	case "liqoctl", "":
+	case "liqoctl":
 		return liqo.NewLiqoctl(liqo.LiqoctlOptions{Path: o.LiqoctlPath, Kubeconfig: o.Kubeconfig, Client: cl, Logger: log}), nil, nil
 	case "sim":
 		// The simulated Liqo acts on this cluster's API: the driver records

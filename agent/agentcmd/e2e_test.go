@@ -29,6 +29,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/preflight"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -128,11 +129,8 @@ func newFederation(tb testing.TB) *federation {
 	if _, err := kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	for _, ns := range []string{"fa-provider", "fa-consumer"} {
-		if err := f.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	// No namespace is created for the agents: the consumer agent creates
+	// its own (the provider keeps nothing in one).
 	now := time.Now()
 	if err := pki.Init(f.pkiDir, nil, false, now); err != nil {
 		tb.Fatal(err)
@@ -356,9 +354,14 @@ func (f *federation) slices(id string) int {
 }
 
 // TestEndToEnd: broker over mTLS + provider + consumer agents on a real
-// kube-apiserver, driven through the consumer's local API.
+// kube-apiserver without the agents' namespace, driven through the
+// consumer's local API.
 func TestEndToEnd(t *testing.T) {
 	f := newFederation(t)
+	var ns corev1.Namespace
+	if err := f.env.Client.Get(context.Background(), client.ObjectKey{Name: "fa-consumer"}, &ns); err != nil || ns.Labels[preflight.ManagedByLabel] != preflight.ManagedBy {
+		t.Fatalf("the consumer agent did not create its namespace: %v %v", err, ns.Labels)
+	}
 	f.cycle("res-e2e-1")
 	// A replay of a live id answers 200, not 201 (passed through).
 	f.eventually("a growable node group", f.growable)

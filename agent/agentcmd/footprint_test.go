@@ -71,9 +71,16 @@ func TestIdleFootprint(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "agent", "--role", string(role), "--bundle", bundle, "--kubeconfig", f.env.Kubeconfig,
+			args := []string{"agent", "--role", string(role), "--bundle", bundle, "--kubeconfig", f.env.Kubeconfig,
 				"--namespace", "fa-consumer", "--liqo-driver", driver, "--install-crds=false", "--health-listen", "127.0.0.1:0",
-				"--local-api-listen", "127.0.0.1:0", "--log-level", "warn")
+				"--local-api-listen", "127.0.0.1:0", "--log-level", "warn"}
+			if driver == "liqoctl" && os.Getenv("FA_LIQOCTL") == "" {
+				// The agent checks that liqoctl exists; an idle agent never runs it.
+				args = append(args, "--liqoctl-path", "/bin/true")
+			} else if driver == "liqoctl" {
+				args = append(args, "--liqoctl-path", os.Getenv("FA_LIQOCTL"))
+			}
+			cmd := exec.CommandContext(ctx, bin, args...)
 			cmd.Stderr = os.Stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -62,6 +63,9 @@ type LoopConfig struct {
 	Clock               clock.WithTicker
 	Logger              *slog.Logger
 	Hooks               LoopHooks
+	// PollStreak follows failed polls (default: a streak of its own that
+	// only logs).
+	PollStreak *health.Streak
 }
 
 // Loop fetches instructions and runs them: concurrently across
@@ -127,6 +131,9 @@ func NewLoop(cfg LoopConfig) (*Loop, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.PollStreak == nil {
+		cfg.PollStreak = health.NewStreak("Fetching instructions", cfg.Logger, cfg.Clock)
+	}
 	return &Loop{
 		cfg:      cfg,
 		entries:  map[string]*entry{},
@@ -164,7 +171,6 @@ func (l *Loop) Run(ctx context.Context) error {
 			}
 		}
 	}()
-	failing := false
 	for ctx.Err() == nil {
 		l.gc()
 		ins, long, err := l.cfg.Source.Instructions(ctx, l.cfg.LongPollWait)
@@ -172,23 +178,15 @@ func (l *Loop) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			// Warn when polling starts failing; the retries go to debug.
-			lvl := slog.LevelDebug
-			if !failing {
-				lvl = slog.LevelWarn
-			}
-			l.cfg.Logger.Log(ctx, lvl, "Fetching instructions failed; polling again", "every", l.cfg.PollInterval, "err", err)
-			failing = true
+			// A warning once the polls keep failing; each retry is debug.
+			l.cfg.PollStreak.Failed(ctx, err)
 			if l.cfg.Hooks.PollFailed != nil {
 				l.cfg.Hooks.PollFailed(err)
 			}
 			l.pause(ctx, l.cfg.PollInterval)
 			continue
 		}
-		if failing {
-			l.cfg.Logger.Info("Fetching instructions works again")
-			failing = false
-		}
+		l.cfg.PollStreak.Succeeded(ctx)
 		fresh := l.Submit(ctx, ins)
 		switch {
 		case !long && !l.longPollNow():

@@ -121,8 +121,11 @@ type Agent struct {
 	beatOK   bool
 	// lastAck is when the broker last accepted a heartbeat.
 	lastAck time.Time
-	// beatFailing is set while heartbeats fail (logged once).
-	beatFailing bool
+
+	// Streaks of repeated failures: heartbeats refused or unanswered by
+	// the broker; building the heartbeat and projecting virtual nodes,
+	// which read the cluster (these make the agent not ready).
+	beatStreak, buildStreak, projStreak *health.Streak
 
 	reserveToPeer prometheus.Histogram
 }
@@ -181,8 +184,14 @@ func New(cfg Config) (*Agent, error) {
 			}
 		}
 	}
+	a.beatStreak = cfg.Tracker.NewStreak("Heartbeat", a.log, cfg.Clock, false)
+	a.buildStreak = cfg.Tracker.NewStreak("Building the heartbeat (reading ConsumerPolicies)", a.log, cfg.Clock, true)
+	a.projStreak = cfg.Tracker.NewStreak("Projecting virtual nodes (Kubernetes API)", a.log, cfg.Clock, true)
 	a.proj = newProjector(a)
 	lc := cfg.LoopConfig
+	if lc.PollStreak == nil {
+		lc.PollStreak = cfg.Tracker.NewStreak("Fetching instructions", a.log, cfg.Clock, false)
+	}
 	lc.Source = cfg.Broker
 	lc.Clock = cfg.Clock
 	lc.Logger = a.log
@@ -295,9 +304,12 @@ func (a *Agent) BeatNow() {
 func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 	req, err := a.heartbeatRequest(ctx)
 	if err != nil {
-		a.log.Warn("Building the heartbeat failed", "err", err)
+		if ctx.Err() == nil {
+			a.buildStreak.Failed(ctx, err)
+		}
 		return
 	}
+	a.buildStreak.Succeeded(ctx)
 	a.mu.Lock()
 	same := a.lastBody != nil && equalHeartbeat(*a.lastBody, req)
 	a.mu.Unlock()
@@ -306,17 +318,8 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 	}
 	resp, err := a.cfg.Broker.Heartbeat(ctx, req)
 	if err != nil {
-		a.mu.Lock()
-		first := !a.beatFailing
-		a.beatFailing = true
-		a.mu.Unlock()
 		if ctx.Err() == nil {
-			// Warn when heartbeats start failing; the retries go to debug.
-			lvl := slog.LevelDebug
-			if first {
-				lvl = slog.LevelWarn
-			}
-			a.log.Log(ctx, lvl, "Heartbeat failed", "err", err)
+			a.beatStreak.Failed(ctx, err)
 		}
 		a.count("error")
 		a.mu.Lock()
@@ -327,11 +330,8 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 		return
 	}
 	a.count("ok")
+	a.beatStreak.Succeeded(ctx)
 	a.mu.Lock()
-	if a.beatFailing {
-		a.log.Info("Heartbeat accepted again")
-	}
-	a.beatFailing = false
 	a.beatOK = true
 	a.lastBody = &req
 	a.lastAck = resp.AckAt.Time

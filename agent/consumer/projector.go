@@ -109,8 +109,12 @@ func (p *projector) run(ctx context.Context) {
 	t := p.a.cfg.Clock.NewTicker(p.a.cfg.Resync)
 	defer t.Stop()
 	for {
-		if err := p.reconcileAll(ctx); err != nil && ctx.Err() == nil {
-			p.a.log.Warn("Projecting virtual nodes failed", "err", err)
+		if err := p.reconcileAll(ctx); err != nil {
+			if ctx.Err() == nil {
+				p.a.projStreak.Failed(ctx, err)
+			}
+		} else {
+			p.a.projStreak.Succeeded(ctx)
 		}
 		select {
 		case <-ctx.Done():

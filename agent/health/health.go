@@ -1,11 +1,13 @@
 // Package health serves an agent's /healthz, /readyz and /metrics and keeps
 // the facts readiness is decided from: when the broker last answered, which
-// instruction handlers are running, and which optional inputs (geo, carbon,
-// sharing configuration, …) are missing.
+// instruction handlers are running, which optional inputs (geo, carbon,
+// sharing configuration, …) are missing, and which operations keep failing
+// (Streak).
 package health
 
 import (
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"net/http"
 	"sort"
@@ -35,6 +37,33 @@ type Tracker struct {
 	lastContact time.Time
 	running     map[string]time.Time
 	inputs      map[string]string
+	streaks     []trackedStreak
+}
+
+type trackedStreak struct {
+	s     *Streak
+	gates bool
+}
+
+// NewStreak returns a streak (NewStreak) tracked on t (Track); t may be nil,
+// then the streak only logs.
+func (t *Tracker) NewStreak(name string, log *slog.Logger, clk clock.PassiveClock, gatesReadiness bool) *Streak {
+	s := NewStreak(name, log, clk)
+	if t != nil {
+		t.Track(s, gatesReadiness)
+	}
+	return s
+}
+
+// Track lists s in the report while it is failing (Report.Failing). When
+// gatesReadiness is set, a failing s also makes the agent not ready: used
+// for the agent's own cluster (an agent that cannot read or write its
+// Kubernetes objects cannot do its job), not for the broker, whose
+// reachability is judged by the contact window and the handler grace.
+func (t *Tracker) Track(s *Streak, gatesReadiness bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.streaks = append(t.streaks, trackedStreak{s: s, gates: gatesReadiness})
 }
 
 // NewTracker returns a Tracker. staleness is how long after the last broker
@@ -88,11 +117,14 @@ type Report struct {
 	LastBrokerContact *time.Time        `json:"lastBrokerContact,omitempty"`
 	RunningHandlers   []string          `json:"runningHandlers,omitempty"`
 	Inputs            map[string]string `json:"inputs,omitempty"`
+	// Failing lists the operations failing repeatedly (see Streak).
+	Failing []string `json:"failing,omitempty"`
 }
 
 // Report computes readiness now: ready while the broker answered within the
 // staleness window, or while a handler started less than the grace period
-// ago is still running (it is legitimately busy, e.g. a long peering).
+// ago is still running (it is legitimately busy, e.g. a long peering), and
+// no streak that gates readiness is failing.
 func (t *Tracker) Report() Report {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -118,6 +150,16 @@ func (t *Tracker) Report() Report {
 		r.Reason = "the broker has not answered yet"
 	default:
 		r.Reason = "the broker has not answered for " + now.Sub(t.lastContact).Round(time.Second).String()
+	}
+	for _, ts := range t.streaks {
+		failing, why := ts.s.Failing()
+		if !failing {
+			continue
+		}
+		r.Failing = append(r.Failing, why)
+		if ts.gates && r.Ready {
+			r.Ready, r.Reason = false, why
+		}
 	}
 	return r
 }

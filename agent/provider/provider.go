@@ -87,7 +87,10 @@ type Agent struct {
 	mu       sync.Mutex
 	last     *api.AdvertisementRequest // last advertisement the broker accepted
 	lastResp api.AdvertisementResponse
-	failing  bool // the last advertisement failed
+	// adStreak follows advertisements the broker refused or did not
+	// answer; buildStreak building them from the cluster's nodes and pods
+	// (it makes the agent not ready).
+	adStreak, buildStreak *health.Streak
 }
 
 // New validates cfg and builds the agent.
@@ -128,7 +131,12 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{cfg: cfg, cap: c, log: cfg.Logger.With("role", "provider", "cluster", cfg.ClusterID)}
+	a.adStreak = cfg.Tracker.NewStreak("Advertisement", a.log, cfg.Clock, false)
+	a.buildStreak = cfg.Tracker.NewStreak("Building the advertisement (Kubernetes API)", a.log, cfg.Clock, true)
 	lc := cfg.LoopConfig
+	if lc.PollStreak == nil {
+		lc.PollStreak = cfg.Tracker.NewStreak("Fetching instructions", a.log, cfg.Clock, false)
+	}
 	lc.Source = cfg.Broker
 	lc.Clock = cfg.Clock
 	lc.Logger = a.log
@@ -304,9 +312,12 @@ func (a *Agent) nodeIP() string {
 func (a *Agent) advertise(ctx context.Context, force bool) {
 	req, err := a.Advertisement(ctx)
 	if err != nil {
-		a.log.Error("Building the advertisement failed", "err", err)
+		if ctx.Err() == nil {
+			a.buildStreak.Failed(ctx, err)
+		}
 		return
 	}
+	a.buildStreak.Succeeded(ctx)
 	if len(req.Resources) == 0 {
 		a.log.Warn("Nothing to advertise: no Ready, schedulable node")
 		return
@@ -319,27 +330,15 @@ func (a *Agent) advertise(ctx context.Context, force bool) {
 	}
 	resp, err := a.cfg.Broker.Advertise(ctx, req)
 	if err != nil {
-		a.mu.Lock()
-		first := !a.failing
-		a.failing = true
-		a.mu.Unlock()
 		if ctx.Err() == nil {
-			// Warn when advertising starts failing; the retries go to debug.
-			lvl := slog.LevelDebug
-			if first {
-				lvl = slog.LevelWarn
-			}
-			a.log.Log(ctx, lvl, "Advertisement failed", "err", err)
+			a.adStreak.Failed(ctx, err)
 		}
 		a.count("error")
 		return
 	}
 	a.count("ok")
+	a.adStreak.Succeeded(ctx)
 	a.mu.Lock()
-	if a.failing {
-		a.log.Info("Advertisement accepted again", "chunks", resp.ChunkCount)
-	}
-	a.failing = false
 	a.last, a.lastResp = &req, resp
 	a.mu.Unlock()
 	a.log.Debug("Advertised", "resources", req.Resources, "chunks", resp.ChunkCount)

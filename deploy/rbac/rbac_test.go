@@ -24,6 +24,7 @@ import (
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/preflight"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
@@ -94,6 +95,9 @@ func TestAgentRBAC(t *testing.T) {
 		cfg, c := as(t, env, "provider-agent")
 		must(t, "list nodes", c.List(ctx, &corev1.NodeList{}))
 		must(t, "list pods", c.List(ctx, &corev1.PodList{}))
+		// What the agent checks before it starts (agent/preflight).
+		must(t, "preflight nodes", preflight.CanList(ctx, c, &corev1.NodeList{}, ""))
+		must(t, "preflight pods", preflight.CanList(ctx, c, &corev1.PodList{}, ""))
 		must(t, "create configmap", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sharing"}}))
 		must(t, "install CRDs", crds.Install(ctx, cfg))
 		forbidden(t, "list secrets", c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)))
@@ -104,6 +108,15 @@ func TestAgentRBAC(t *testing.T) {
 	t.Run("consumer with the simulated Liqo", func(t *testing.T) {
 		cfg, c := as(t, env, "consumer-agent")
 		must(t, "install CRDs", crds.Install(ctx, cfg))
+		// What the agent checks before it starts (agent/preflight).
+		created, err := preflight.EnsureNamespace(ctx, c, ns)
+		must(t, "preflight namespace", err)
+		if created {
+			t.Error("preflight created a namespace that exists")
+		}
+		must(t, "preflight nodes", preflight.CanList(ctx, c, &corev1.NodeList{}, ""))
+		must(t, "preflight VirtualNodeStates", preflight.CanList(ctx, c, &fav1alpha1.VirtualNodeStateList{}, ns))
+		must(t, "preflight ConsumerPolicies", preflight.CanList(ctx, c, &fav1alpha1.ConsumerPolicyList{}, ns))
 		ctrl, err := liqosim.NewController(cfg, liqosim.ControllerOptions{})
 		must(t, "NewController", err)
 		runCtx, cancel := context.WithCancel(ctx)

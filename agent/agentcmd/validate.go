@@ -1,0 +1,110 @@
+package agentcmd
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
+)
+
+// Validate checks every flag without touching a file, the network or the
+// cluster, and says how to fix each mistake (all of them at once).
+func (o *Options) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	role := api.Role(o.Role)
+	if role != api.RoleProvider && role != api.RoleConsumer {
+		add("--role %q: use provider or consumer", o.Role)
+	}
+	if o.Bundle == "" {
+		add("--bundle is required: the join bundle made by 'federation-autoscaler pki join'")
+	}
+	switch o.LiqoDriver {
+	case "liqoctl", "sim":
+	default:
+		add("--liqo-driver %q: use liqoctl (the real Liqo) or sim (simulated Liqo)", o.LiqoDriver)
+	}
+	if o.LiqoDriver == "liqoctl" && o.LiqoctlPath == "" {
+		add("--liqoctl-path is empty: give the liqoctl binary (a name on $PATH or a path)")
+	}
+	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
+		add("--namespace %q is not a namespace name: %s", o.Namespace, msgs[0])
+	}
+	if o.LiqoClusterID != "" {
+		if err := pki.ValidateClusterID(o.LiqoClusterID); err != nil {
+			add("--liqo-cluster-id: %w", err)
+		}
+	}
+	if o.NodeName != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
+			add("--node-name %q is not a node name: %s", o.NodeName, msgs[0])
+		}
+	}
+	if o.AdvertisedIP != "" && net.ParseIP(o.AdvertisedIP) == nil {
+		add("--advertised-ip %q is not an IP address", o.AdvertisedIP)
+	}
+	if o.SimPeeringDelay < 0 {
+		add("--sim-peering-delay must not be negative, got %s", o.SimPeeringDelay)
+	}
+	for _, l := range []struct{ flag, addr string }{
+		{"--local-api-listen", o.LocalAPIListen}, {"--console-listen", o.ConsoleListen},
+		{"--health-listen", o.HealthListen}, {"--probe-listen", o.ProbeListen},
+	} {
+		if err := checkListen(l.addr); err != nil {
+			add("%s %q: %w (or empty to disable)", l.flag, l.addr, err)
+		}
+	}
+	if o.MockGeoURL != "" {
+		if _, err := location.NewGeoClient(o.MockGeoURL, nil); err != nil {
+			add("--mock-geo-url: %w", err)
+		}
+	}
+	if o.MockEcoURL != "" {
+		if _, err := location.NewEcoClient(o.MockEcoURL, nil, nil); err != nil {
+			add("--mock-eco-url: %w", err)
+		}
+	}
+	if _, err := o.Limits.ForListeners(o.listeners()); err != nil {
+		errs = append(errs, err)
+	}
+	switch role {
+	case api.RoleConsumer:
+		for _, f := range []struct{ flag, value string }{
+			{"--sharing-file", o.SharingFile}, {"--price-file", o.PriceFile}, {"--capacity-file", o.CapacityFile},
+			{"--renewable-file", o.RenewableFile}, {"--probe-listen", o.ProbeListen}, {"--mock-eco-url", o.MockEcoURL},
+		} {
+			if f.value != "" {
+				add("%s is a provider flag: the consumer agent would ignore it", f.flag)
+			}
+		}
+		if o.ConsoleListen != "" && o.LocalAPIListen == "" {
+			add("--console-listen needs --local-api-listen: the consumer console reads the agent's local API")
+		}
+	case api.RoleProvider:
+		if len(o.LocalAPIAllowedHosts) > 0 {
+			add("--local-api-allowed-hosts is a consumer flag: the provider agent has no local API")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkListen accepts "" and host:port with a port number.
+func checkListen(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port, e.g. 127.0.0.1:9090 or :8082: %w", err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 0 to 65535", port)
+	}
+	return nil
+}
