@@ -142,11 +142,12 @@ func TestDamagedFilesAreRefused(t *testing.T) {
 		}
 		return b
 	}
-	tests := []struct {
+	type damageCase struct {
 		name   string
 		damage func(path string)
 		want   string
-	}{
+	}
+	tests := []damageCase{
 		{"zero bytes", func(p string) { _ = os.Truncate(p, 0) }, "empty (0 bytes)"},
 		{"a few bytes", func(p string) { _ = os.Truncate(p, 40) }, "too short"},
 		{"truncated to half", func(p string) { _ = os.Truncate(p, inUse/2) }, "truncated"},
@@ -160,11 +161,7 @@ func TestDamagedFilesAreRefused(t *testing.T) {
 		}, "neither meta page is valid"},
 	}
 	for seed := range uint64(damageSeeds) {
-		tests = append(tests, struct {
-			name   string
-			damage func(path string)
-			want   string
-		}{fmt.Sprintf("random tree pages (seed %d)", seed), func(p string) {
+		tests = append(tests, damageCase{fmt.Sprintf("random tree pages (seed %d)", seed), func(p string) {
 			r := rand.New(rand.NewPCG(seed, 99))
 			for range 1 + seed%3 {
 				overwrite(p, int64(tree[r.IntN(len(tree))])*int64(ps), randomPage(r))
@@ -174,11 +171,7 @@ func TestDamagedFilesAreRefused(t *testing.T) {
 	// Bodies only: the header (id, flags, count) stays, so the damage gets
 	// past bbolt's page-id assertion into elements and keys.
 	for seed := range uint64(damageSeeds) {
-		tests = append(tests, struct {
-			name   string
-			damage func(path string)
-			want   string
-		}{fmt.Sprintf("random tree page bodies (seed %d)", seed), func(p string) {
+		tests = append(tests, damageCase{fmt.Sprintf("random tree page bodies (seed %d)", seed), func(p string) {
 			r := rand.New(rand.NewPCG(seed, 7))
 			off := int64(tree[r.IntN(len(tree))]) * int64(ps)
 			body := randomPage(r)[:ps-16]
@@ -189,11 +182,7 @@ func TestDamagedFilesAreRefused(t *testing.T) {
 	}
 	// A page header that claims an overflow past the end, and a branch
 	// element pointing far outside the file: both fault if dereferenced.
-	tests = append(tests, struct {
-		name   string
-		damage func(path string)
-		want   string
-	}{"tree page pointing outside the file", func(p string) {
+	tests = append(tests, damageCase{"tree page pointing outside the file", func(p string) {
 		for _, id := range tree {
 			hdr := make([]byte, 16)
 			f, _ := os.Open(p)
