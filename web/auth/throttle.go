@@ -13,7 +13,7 @@ import (
 )
 
 // Defaults of a Throttle: 2 failed attempts per second with a burst of 10
-// per source, 4 096 sources tracked (a few hundred KiB). Tokens have at
+// per source, 4 096 sources tracked (848 KiB of heap when full). Tokens have at
 // least 16 characters (generated ones 256 bits), so the throttle does not
 // protect the token itself; it keeps one client's flood of wrong guesses
 // from burning CPU and logs, and, being per source, from locking the owner
