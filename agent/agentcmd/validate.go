@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -85,6 +86,11 @@ func (o *Options) Validate() error {
 		}
 		if o.ConsoleListen != "" && o.LocalAPIListen == "" {
 			add("--console-listen needs --local-api-listen: the consumer console reads the agent's local API")
+		}
+		for _, h := range o.LocalAPIAllowedHosts {
+			if net.ParseIP(h) == nil && len(validation.IsDNS1123Subdomain(strings.TrimSuffix(strings.ToLower(h), "."))) > 0 {
+				add("--local-api-allowed-hosts: %q is neither a DNS name nor an IP address", h)
+			}
 		}
 	case api.RoleProvider:
 		if len(o.LocalAPIAllowedHosts) > 0 {

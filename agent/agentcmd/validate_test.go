@@ -50,6 +50,8 @@ func TestValidateRefusesEveryBadFlag(t *testing.T) {
 		{"eco url", api.RoleProvider, func(o *Options) { o.MockEcoURL = "::" }, "--mock-eco-url"},
 		{"provider flag on a consumer", api.RoleConsumer, func(o *Options) { o.SharingFile = "s.yaml" }, "--sharing-file is a provider flag"},
 		{"probe on a consumer", api.RoleConsumer, func(o *Options) { o.ProbeListen = ":5000" }, "--probe-listen is a provider flag"},
+		{"allowed hosts", api.RoleConsumer, func(o *Options) { o.LocalAPIAllowedHosts = []string{"fa-agent.fa.svc", "10.0.0.5", "Agent.Example."} }, ""},
+		{"bad allowed host", api.RoleConsumer, func(o *Options) { o.LocalAPIAllowedHosts = []string{"evil host:80"} }, `--local-api-allowed-hosts: "evil host:80"`},
 		{"consumer flag on a provider", api.RoleProvider, func(o *Options) { o.LocalAPIAllowedHosts = []string{"x"} }, "--local-api-allowed-hosts is a consumer flag"},
 		{"console without local api", api.RoleConsumer, func(o *Options) { o.ConsoleListen, o.LocalAPIListen = ":8090", "" }, "--console-listen needs --local-api-listen"},
 	}
