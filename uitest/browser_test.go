@@ -167,7 +167,7 @@ func login(u *ui, p playwright.Page, c Console) {
 func TestBrowser(t *testing.T) {
 	b := browser(t)
 	tg := target(t)
-	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(15000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", filepath.Join("..", "docs", "screenshots"))}
+	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(15000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", t.TempDir())}
 	if u.shots != "-" {
 		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")
 	}
