@@ -116,6 +116,10 @@ func (d *driver) overview() api.Overview {
 		d.t.Fatal(err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		d.t.Fatalf("overview: %s: %s", resp.Status, b)
+	}
 	var o api.Overview
 	if err := json.NewDecoder(resp.Body).Decode(&o); err != nil {
 		d.t.Fatalf("overview: %v", err)
