@@ -105,10 +105,14 @@ func startStackWith(t testing.TB, defaultRateLimit bool) *stack {
 	}
 	chunks := placement.DefaultChunkConfig()
 	svc, err := reservations.New(reservations.Config{
-		Store:              st,
-		ChunkConfig:        chunks,
-		Placer:             placement.NewIndex(chunks),
-		ProviderStaleAfter: 3 * time.Second,
+		Store:       st,
+		ChunkConfig: chunks,
+		Placer:      placement.NewIndex(chunks),
+		// 15 advertisement intervals: a lost provider is noticed within
+		// the scenario's deadline, and a load spike that starves the
+		// agents for a few seconds does not make every provider stale
+		// (and fail its reservations) as 3 s did.
+		ProviderStaleAfter: 15 * time.Second,
 		Logger:             s.logger,
 	})
 	if err != nil {

@@ -232,8 +232,12 @@ func (d *driver) off() {
 
 // startFederation starts the scenario federation: the three default
 // providers plus Tokyo, the cheapest of all, which denies the consumer.
-// The broker's staleness window is shortened to 3 s (with advertisements
-// every second) so that a stopped provider is noticed quickly.
+// Providers advertise every second and the broker's staleness window is
+// shortened to 15 s, so that a stopped provider is noticed within the
+// scenario's deadline. It was 3 s once: a load spike that starved the
+// processes for 3 s made every provider stale at once, and the broker
+// rightly failed their reservations under running pods (a flake whose
+// cause was the test's setting, not the system).
 func startFederation(t *testing.T) *demo.Federation {
 	t.Helper()
 	provs := demo.DefaultProviders(3)
@@ -243,7 +247,7 @@ func startFederation(t *testing.T) *demo.Federation {
 	ctx, cancel := context.WithCancel(context.Background())
 	fed, err := demo.Start(ctx, demo.Options{
 		DataDir: t.TempDir(), Providers: provs, PeeringDelay: 0, ScanInterval: time.Second,
-		ScaleDownUnneededTime: 2 * time.Second, ProviderStaleAfter: 3 * time.Second, AdvertiseInterval: time.Second,
+		ScaleDownUnneededTime: 2 * time.Second, ProviderStaleAfter: 15 * time.Second, AdvertiseInterval: time.Second,
 		Logger: testLogger(),
 	})
 	if err != nil {
