@@ -264,8 +264,12 @@ func TestBrowser(t *testing.T) {
 		u.ok(consumer.Locator("[data-testid=workload-enabled]").Check(), "workload on")
 		start := time.Now()
 		u.ok(consumer.Locator("[data-testid=apply-workload]").Click(), "apply workload")
+		// A scale-up crosses the whole federation (scheduler, autoscaler
+		// scan, adapter, agent, broker, provider, Liqo): on a loaded 2-core
+		// machine it took over the 15 s of one page assertion once.
+		scaleUp := playwright.NewPlaywrightAssertions(60000)
 		row := consumer.Locator("[data-testid=consumer-reservations] tbody tr[data-reservation]").First()
-		u.ok(u.expect.Locator(row).ToBeVisible(), "reservation row")
+		u.ok(scaleUp.Locator(row).ToBeVisible(), "reservation row")
 		id, err := row.GetAttribute("data-reservation")
 		u.ok(err, "reservation id")
 		prov, err := row.Locator("td:nth-child(2)").TextContent()
@@ -274,7 +278,7 @@ func TestBrowser(t *testing.T) {
 		if tg.CheapestProvider != "" && cheap != tg.CheapestProvider {
 			t.Fatalf("the Price policy reserved on %s, want the cheapest provider %s", cheap, tg.CheapestProvider)
 		}
-		u.ok(u.expect.Locator(consumer.Locator("[data-testid=nodes] tbody tr[data-node] .badge").First()).ToHaveText("Running"), "virtual node Running (pushed)")
+		u.ok(scaleUp.Locator(consumer.Locator("[data-testid=nodes] tbody tr[data-node] .badge").First()).ToHaveText("Running"), "virtual node Running (pushed)")
 		t.Logf("virtual node Running %v after the workload switch", time.Since(start))
 		dashRow := dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q]", id))
 		u.ok(u.expect.Locator(dashRow.Locator(".timeline li")).ToContainText([]string{"Pending", "Peered"}), "dashboard timeline")
