@@ -182,7 +182,7 @@ func policyForm(p api.Placement) views.PolicyForm {
 	}
 	vals := []float64{w.Price, w.Carbon, w.Distance, w.FreeCapacity}
 	for i, wf := range weightFields {
-		f.Weights = append(f.Weights, views.WeightField{Name: wf.name, Label: wf.label, Value: strconv.FormatFloat(vals[i], 'f', -1, 64)})
+		f.Weights = append(f.Weights, views.WeightField{Name: wf.name, Label: wf.label, Value: strconv.FormatFloat(vals[i], 'f', -1, 64), Max: strconv.Itoa(api.MaxWeight)})
 	}
 	return f
 }
@@ -207,8 +207,12 @@ func (cc *ConsumerConsole) postPolicy(c *fiber.Ctx) error {
 			continue
 		}
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 || f > 1 {
-			errs[wf.name] = wf.label + ": a number from 0 to 1"
+		if err != nil {
+			errs[wf.name] = fmt.Sprintf("%s: %s is not a number; write a decimal from 0 to %d", wf.label, api.ShowString(v), api.MaxWeight)
+			continue
+		}
+		if fe := api.CheckWeight(wf.name, f); fe != nil {
+			errs[wf.name] = wf.label + ": " + fe.Reason()
 			continue
 		}
 		vals[i] = f
@@ -225,7 +229,7 @@ func (cc *ConsumerConsole) postPolicy(c *fiber.Ctx) error {
 		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{policy: &form, errs: errs}, "")
 	}
 	if err := cc.backend.SetPolicy(c.UserContext(), placement); err != nil {
-		return cc.render(c, fiber.StatusBadGateway, consumerForms{policy: &form, bad: "Policy not applied: " + err.Error()}, "")
+		return cc.render(c, backendStatus(err), consumerForms{policy: &form, bad: "Policy not applied: " + err.Error()}, "")
 	}
 	return c.Redirect(cc.site.path("/?ok=policy"), fiber.StatusSeeOther)
 }
@@ -259,7 +263,7 @@ func (cc *ConsumerConsole) postWorkload(c *fiber.Ctx) error {
 		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{workload: &form, errs: errs}, "")
 	}
 	if err := cc.workload.SetWorkload(c.UserContext(), w); err != nil {
-		return cc.render(c, fiber.StatusBadGateway, consumerForms{workload: &form, bad: "Workload not changed: " + err.Error()}, "")
+		return cc.render(c, backendStatus(err), consumerForms{workload: &form, bad: "Workload not changed: " + err.Error()}, "")
 	}
 	return c.Redirect(cc.site.path("/?ok=workload"), fiber.StatusSeeOther)
 }
@@ -321,7 +325,7 @@ func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
 		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{reserve: &form, errs: errs}, "")
 	}
 	if _, err := cc.backend.CreateReservation(ctx, spec); err != nil {
-		return cc.render(c, fiber.StatusBadGateway, consumerForms{reserve: &form, bad: "Reservation not created: " + err.Error()}, "")
+		return cc.render(c, backendStatus(err), consumerForms{reserve: &form, bad: "Reservation not created: " + err.Error()}, "")
 	}
 	return c.Redirect(cc.site.path("/?ok=reserved"), fiber.StatusSeeOther)
 }
@@ -331,11 +335,11 @@ func (cc *ConsumerConsole) postRelease(c *fiber.Ctx) error {
 		return cc.site.csrfRefused(c, err)
 	}
 	id := formValue(c, "id")
-	if id == "" || len(id) > 253 {
-		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{bad: "Release: no reservation id was given"}, "")
+	if fe := api.CheckReservationID("id", id); fe != nil {
+		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{bad: "Release: the reservation id " + fe.Reason()}, "")
 	}
 	if err := cc.backend.ReleaseReservation(c.UserContext(), id); err != nil {
-		return cc.render(c, fiber.StatusBadGateway, consumerForms{bad: "Release of " + id + " failed: " + err.Error()}, "")
+		return cc.render(c, backendStatus(err), consumerForms{bad: "Release failed: " + err.Error()}, "")
 	}
 	return c.Redirect(cc.site.path("/?ok=released"), fiber.StatusSeeOther)
 }

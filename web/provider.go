@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -98,7 +97,7 @@ func (p *ProviderConsole) postSharing(c *fiber.Ctx) error {
 	}
 	if err := p.backend.ApplySharing(c.UserContext(), cfg); err != nil {
 		p.site.log.Warn("provider console: apply sharing failed", "err", err)
-		return p.render(c, fiber.StatusBadGateway, form, nil, "", "Not applied: "+err.Error())
+		return p.render(c, backendStatus(err), form, nil, "", "Not applied: "+err.Error())
 	}
 	p.site.log.Info("provider console: sharing configuration applied", "remote", c.IP())
 	return c.Redirect(p.site.path("/?ok=sharing"), fiber.StatusSeeOther)
@@ -174,12 +173,9 @@ func sharingFormFromRequest(c *fiber.Ctx) views.SharingForm {
 	return f
 }
 
-// clusterIDPattern accepts Kubernetes-style names (DNS-1123 subdomain).
-var clusterIDPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
-
-const maxListedConsumers = 100
-
-// parseSharing validates the sharing form; errs maps field → message.
+// parseSharing validates the sharing form with the broker's rules (the
+// server/api checks the advertisement goes through); errs maps field →
+// message.
 func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
 	errs := views.FieldErrors{}
 	cfg := SharingConfig{
@@ -195,9 +191,11 @@ func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
 			switch {
 			case err != nil:
 				errs[field] = fmt.Sprintf("%s price: %q is not a number; write a decimal such as 0.02", r.label, v)
-			case q.Sign() < 0:
-				errs[field] = fmt.Sprintf("%s price: must not be negative", r.label)
 			default:
+				if fe := api.CheckUnitPrice(field, q); fe != nil {
+					errs[field] = r.label + " price: " + fe.Reason()
+					break
+				}
 				cfg.UnitPrices[r.name] = q
 			}
 		}
@@ -207,21 +205,29 @@ func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
 		switch mode {
 		case "", "none":
 		case "percent":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 100 {
-				errs[vfield] = fmt.Sprintf("%s cap: a percentage must be a whole number from 1 to 100", r.label)
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				errs[vfield] = fmt.Sprintf("%s cap: a percentage must be a whole number from 0 to %d", r.label, api.MaxPercent)
+				break
+			}
+			if fe := api.CheckPercent(vfield, n); fe != nil {
+				errs[vfield] = r.label + " cap: " + fe.Reason()
 				break
 			}
 			cfg.CapacityScalePercent[string(r.name)] = int32(n)
 		case "fixed":
 			q, err := resource.ParseQuantity(v)
-			if err != nil || q.Sign() <= 0 {
-				errs[vfield] = fmt.Sprintf("%s cap: a fixed cap must be a positive amount such as %s", r.label, r.example)
+			if err != nil {
+				errs[vfield] = fmt.Sprintf("%s cap: a fixed cap must be an amount such as %s", r.label, r.example)
+				break
+			}
+			if fe := api.CheckQuantity(vfield, q); fe != nil {
+				errs[vfield] = r.label + " cap: " + fe.Reason()
 				break
 			}
 			cfg.CapacityFixed[r.name] = q
 		default:
-			errs[vfield] = fmt.Sprintf("%s cap: unknown cap mode %q", r.label, mode)
+			errs[vfield] = fmt.Sprintf("%s cap: unknown cap mode %s", r.label, api.ShowString(mode))
 		}
 	}
 	var err string
@@ -232,9 +238,9 @@ func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
 		errs["denied"] = "Denied consumers: " + err
 	}
 	if q := strings.TrimSpace(formValue(c, "quota")); q != "" {
-		n, perr := strconv.Atoi(q)
-		if perr != nil || n < 0 || n > 10000 {
-			errs["quota"] = "Chunks per consumer: a whole number from 0 (no limit) to 10000"
+		n, perr := strconv.ParseInt(q, 10, 32)
+		if perr != nil || n < 0 {
+			errs["quota"] = "Chunks per consumer: a whole number from 0 (no limit) up"
 		} else {
 			cfg.Sharing.MaxChunksPerConsumer = int32(n)
 		}
@@ -242,21 +248,23 @@ func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
 	return cfg, errs
 }
 
+// parseClusterList splits a list of cluster ids (commas, semicolons or
+// white space), drops duplicates and checks each with the broker's rule.
 func parseClusterList(s string) ([]string, string) {
 	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
-	if len(fields) > maxListedConsumers {
-		return nil, fmt.Sprintf("at most %d cluster ids", maxListedConsumers)
-	}
 	seen := map[string]bool{}
 	var out []string
 	for _, f := range fields {
-		if len(f) > 253 || !clusterIDPattern.MatchString(f) {
-			return nil, fmt.Sprintf("%q is not a valid cluster id (lower-case letters, digits, '-' and '.')", f)
+		if fe := api.CheckClusterID("id", f); fe != nil {
+			return nil, fe.Reason()
 		}
 		if !seen[f] {
 			seen[f] = true
 			out = append(out, f)
 		}
+	}
+	if fe := api.CheckCount("ids", len(out), api.MaxSharingConsumers); fe != nil {
+		return nil, fe.Reason()
 	}
 	return out, ""
 }

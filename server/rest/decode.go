@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -111,6 +112,17 @@ func parseAll(s string) (bool, error) {
 		return false, invalid("all=%q: must be true or false", s)
 	}
 	return b, nil
+}
+
+// pathID decodes a path parameter exactly once: clients escape ids with
+// url.PathEscape and Fiber hands the raw segment over. A malformed escape is
+// 400 InvalidRequest.
+func pathID(raw, what string) (string, error) {
+	id, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", invalid("%s %s in the path is not a valid URL path segment: %v", what, api.ShowString(raw), err)
+	}
+	return id, nil
 }
 
 // reservationID validates the X-Reservation-Id header (a DNS-1123
