@@ -191,8 +191,21 @@ func (cc *ConsumerConsole) postPolicy(c *fiber.Ctx) error {
 	if err := cc.site.checkWrite(c); err != nil {
 		return cc.site.csrfRefused(c, err)
 	}
+	placement, form, errs := parsePolicy(formGetter(c))
+	if len(errs) > 0 {
+		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{policy: &form, errs: errs}, "")
+	}
+	if err := cc.backend.SetPolicy(c.UserContext(), placement); err != nil {
+		return cc.render(c, backendStatus(err), consumerForms{policy: &form, bad: "Policy not applied: " + err.Error()}, "")
+	}
+	return c.Redirect(cc.site.path("/?ok=policy"), fiber.StatusSeeOther)
+}
+
+// parsePolicy validates the policy form (get reads a field) with the
+// broker's weight rule; form echoes it for re-display.
+func parsePolicy(get func(string) string) (api.Placement, views.PolicyForm, views.FieldErrors) {
 	errs := views.FieldErrors{}
-	pt := api.PlacementType(formValue(c, "policy"))
+	pt := api.PlacementType(get("policy"))
 	known := false
 	for _, t := range policies {
 		known = known || t == pt
@@ -202,7 +215,7 @@ func (cc *ConsumerConsole) postPolicy(c *fiber.Ctx) error {
 	}
 	vals := make([]float64, len(weightFields))
 	for i, wf := range weightFields {
-		v := strings.TrimSpace(formValue(c, wf.name))
+		v := strings.TrimSpace(get(wf.name))
 		if v == "" {
 			continue
 		}
@@ -225,13 +238,7 @@ func (cc *ConsumerConsole) postPolicy(c *fiber.Ctx) error {
 		}
 	}
 	form := policyForm(api.Placement{Type: pt, Weights: &api.Weights{Price: vals[0], Carbon: vals[1], Distance: vals[2], FreeCapacity: vals[3]}})
-	if len(errs) > 0 {
-		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{policy: &form, errs: errs}, "")
-	}
-	if err := cc.backend.SetPolicy(c.UserContext(), placement); err != nil {
-		return cc.render(c, backendStatus(err), consumerForms{policy: &form, bad: "Policy not applied: " + err.Error()}, "")
-	}
-	return c.Redirect(cc.site.path("/?ok=policy"), fiber.StatusSeeOther)
+	return placement, form, errs
 }
 
 func (cc *ConsumerConsole) postWorkload(c *fiber.Ctx) error {
@@ -293,23 +300,16 @@ func offeredProviders(st ConsumerStatus) []string {
 	return out
 }
 
-func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
-	if err := cc.site.checkWrite(c); err != nil {
-		return cc.site.csrfRefused(c, err)
-	}
-	ctx := c.UserContext()
-	st, err := cc.backend.Status(ctx)
-	if err != nil {
-		return fiber.NewError(fiber.StatusServiceUnavailable, "the consumer agent's state is unavailable; retry shortly")
-	}
-	provider, ct, count := formValue(c, "provider"), formValue(c, "chunk_type"), formValue(c, "count")
+// parseReservation validates the manual reservation form against the
+// providers the broker offers.
+func parseReservation(provider, ct, count string, offered []string) (ReservationSpec, views.FieldErrors) {
 	errs := views.FieldErrors{}
 	spec := ReservationSpec{ProviderClusterID: provider, ChunkType: api.ChunkType(ct)}
-	offered := false
-	for _, p := range offeredProviders(st) {
-		offered = offered || p == provider
+	known := false
+	for _, p := range offered {
+		known = known || p == provider
 	}
-	if !offered {
+	if !known {
 		errs["provider"] = "Provider: choose one of the providers the broker offers"
 	}
 	if spec.ChunkType != api.ChunkStandard && spec.ChunkType != api.ChunkGPU {
@@ -320,6 +320,20 @@ func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
 	} else {
 		spec.ChunkCount = int32(n)
 	}
+	return spec, errs
+}
+
+func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
+	if err := cc.site.checkWrite(c); err != nil {
+		return cc.site.csrfRefused(c, err)
+	}
+	ctx := c.UserContext()
+	st, err := cc.backend.Status(ctx)
+	if err != nil {
+		return fiber.NewError(fiber.StatusServiceUnavailable, "the consumer agent's state is unavailable; retry shortly")
+	}
+	provider, ct, count := formValue(c, "provider"), formValue(c, "chunk_type"), formValue(c, "count")
+	spec, errs := parseReservation(provider, ct, count, offeredProviders(st))
 	form := reserveForm(st, provider, ct, count)
 	if len(errs) > 0 {
 		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{reserve: &form, errs: errs}, "")

@@ -91,7 +91,7 @@ func (p *ProviderConsole) postSharing(c *fiber.Ctx) error {
 		return p.site.csrfRefused(c, err)
 	}
 	form := sharingFormFromRequest(c)
-	cfg, errs := parseSharing(c)
+	cfg, errs := parseSharing(formGetter(c))
 	if len(errs) > 0 {
 		return p.render(c, fiber.StatusUnprocessableEntity, form, errs, "", "")
 	}
@@ -173,20 +173,20 @@ func sharingFormFromRequest(c *fiber.Ctx) views.SharingForm {
 	return f
 }
 
-// parseSharing validates the sharing form with the broker's rules (the
-// server/api checks the advertisement goes through); errs maps field →
-// message.
-func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
+// parseSharing validates the sharing form (get reads a field) with the
+// broker's rules (the server/api checks the advertisement goes through);
+// errs maps field → message.
+func parseSharing(get func(string) string) (SharingConfig, views.FieldErrors) {
 	errs := views.FieldErrors{}
 	cfg := SharingConfig{
 		UnitPrices:           corev1.ResourceList{},
 		CapacityScalePercent: map[string]int32{},
 		CapacityFixed:        corev1.ResourceList{},
-		Renewable:            formValue(c, "renewable") == "on",
+		Renewable:            get("renewable") == "on",
 	}
 	for _, r := range consoleResources {
 		field := "price_" + r.key
-		if v := strings.TrimSpace(formValue(c, field)); v != "" {
+		if v := strings.TrimSpace(get(field)); v != "" {
 			q, err := resource.ParseQuantity(v)
 			switch {
 			case err != nil:
@@ -199,9 +199,9 @@ func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
 				cfg.UnitPrices[r.name] = q
 			}
 		}
-		mode := formValue(c, "cap_mode_"+r.key)
+		mode := get("cap_mode_" + r.key)
 		vfield := "cap_value_" + r.key
-		v := strings.TrimSpace(formValue(c, vfield))
+		v := strings.TrimSpace(get(vfield))
 		switch mode {
 		case "", "none":
 		case "percent":
@@ -231,13 +231,13 @@ func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
 		}
 	}
 	var err string
-	if cfg.Sharing.AllowedConsumers, err = parseClusterList(formValue(c, "allowed")); err != "" {
+	if cfg.Sharing.AllowedConsumers, err = parseClusterList(get("allowed")); err != "" {
 		errs["allowed"] = "Allowed consumers: " + err
 	}
-	if cfg.Sharing.DeniedConsumers, err = parseClusterList(formValue(c, "denied")); err != "" {
+	if cfg.Sharing.DeniedConsumers, err = parseClusterList(get("denied")); err != "" {
 		errs["denied"] = "Denied consumers: " + err
 	}
-	if q := strings.TrimSpace(formValue(c, "quota")); q != "" {
+	if q := strings.TrimSpace(get("quota")); q != "" {
 		n, perr := strconv.ParseInt(q, 10, 32)
 		if perr != nil || n < 0 {
 			errs["quota"] = "Chunks per consumer: a whole number from 0 (no limit) up"

@@ -95,9 +95,15 @@ func LoadChunkConfig(path string) (ChunkConfig, error) {
 	if err != nil {
 		return ChunkConfig{}, fmt.Errorf("reading chunk config: %w", err)
 	}
+	return ParseChunkConfig(raw, path)
+}
+
+// ParseChunkConfig parses and validates the chunk shapes of LoadChunkConfig
+// from raw; source names the file in errors.
+func ParseChunkConfig(raw []byte, source string) (ChunkConfig, error) {
 	var f chunkConfigFile
 	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
-		return ChunkConfig{}, fmt.Errorf("parsing chunk config %s (expected YAML or JSON with keys standard and gpu): %w", path, err)
+		return ChunkConfig{}, fmt.Errorf("parsing chunk config %s (expected YAML or JSON with keys standard and gpu): %w", source, err)
 	}
 	cfg := DefaultChunkConfig()
 	if f.Standard != nil {
@@ -107,7 +113,7 @@ func LoadChunkConfig(path string) (ChunkConfig, error) {
 		cfg.GPU = *f.GPU
 	}
 	if err := cfg.Validate(); err != nil {
-		return ChunkConfig{}, fmt.Errorf("invalid chunk config %s: %w", path, err)
+		return ChunkConfig{}, fmt.Errorf("invalid chunk config %s: %w", source, err)
 	}
 	return cfg, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -26,12 +27,25 @@ func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return invalid("decode body: %v", err)
+		return invalid("decode body: %s", clip(err.Error()))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return invalid("decode body: unexpected data after the JSON value")
 	}
 	return nil
+}
+
+// maxDecodeMessage bounds the decode error echoed to the client: an unknown
+// field's name can be as long as the body.
+const maxDecodeMessage = 512
+
+// clip makes a decode error short and valid UTF-8.
+func clip(msg string) string {
+	msg = strings.ToValidUTF8(msg, "\uFFFD")
+	if len(msg) > maxDecodeMessage {
+		msg = strings.ToValidUTF8(msg[:maxDecodeMessage], "") + "…"
+	}
+	return msg
 }
 
 // decodeAdvertisement decodes and validates POST /api/v1/advertisements.

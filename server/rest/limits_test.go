@@ -84,6 +84,8 @@ func TestValueLimitsAtTheBroker(t *testing.T) {
 			field: "carbonIntensity", inMsg: []string{"9e+307", "from 0 to 100000"}},
 		{name: "carbon beyond float64 (JSON cannot decode it)", path: "/api/v1/advertisements", raw: `{"clusterId":"p1","liqoClusterId":"liqo-p1","resources":{"cpu":"4"},"carbonIntensity":1e309}`,
 			inMsg: []string{"decode body", "carbonIntensity"}},
+		{name: "unknown field of 100 KiB (not echoed in full)", path: "/api/v1/advertisements", raw: `{"` + strings.Repeat("x", 100<<10) + `":1}`,
+			inMsg: []string{"decode body: json: unknown field", "…"}},
 		{name: "huge forecast value", path: "/api/v1/advertisements", body: with(ad, "carbonForecast", []float64{10, 1e300}),
 			field: "carbonForecast[1]"},
 		{name: "forecast too long", path: "/api/v1/advertisements", body: with(ad, "carbonForecast", make([]float64, api.MaxCarbonForecast+1)),
