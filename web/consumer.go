@@ -256,12 +256,12 @@ func (cc *ConsumerConsole) postWorkload(c *fiber.Ctx) error {
 	} else {
 		w.Replicas = int32(n)
 	}
-	if q, err := resource.ParseQuantity(strings.TrimSpace(form.CPU)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("64")) > 0 {
+	if q, err := parseQuantity("pod_cpu", strings.TrimSpace(form.CPU)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("64")) > 0 {
 		errs["pod_cpu"] = "CPU per pod: a positive amount up to 64, such as 500m or 1"
 	} else {
 		w.PodCPU = q
 	}
-	if q, err := resource.ParseQuantity(strings.TrimSpace(form.Memory)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("256Gi")) > 0 {
+	if q, err := parseQuantity("pod_memory", strings.TrimSpace(form.Memory)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("256Gi")) > 0 {
 		errs["pod_memory"] = "Memory per pod: a positive amount up to 256Gi, such as 512Mi"
 	} else {
 		w.PodMemory = q

@@ -187,7 +187,7 @@ func parseSharing(get func(string) string) (SharingConfig, views.FieldErrors) {
 	for _, r := range consoleResources {
 		field := "price_" + r.key
 		if v := strings.TrimSpace(get(field)); v != "" {
-			q, err := resource.ParseQuantity(v)
+			q, err := parseQuantity(field, v)
 			switch {
 			case err != nil:
 				errs[field] = fmt.Sprintf("%s price: %q is not a number; write a decimal such as 0.02", r.label, v)
@@ -216,7 +216,7 @@ func parseSharing(get func(string) string) (SharingConfig, views.FieldErrors) {
 			}
 			cfg.CapacityScalePercent[string(r.name)] = int32(n)
 		case "fixed":
-			q, err := resource.ParseQuantity(v)
+			q, err := parseQuantity(vfield, v)
 			if err != nil {
 				errs[vfield] = fmt.Sprintf("%s cap: a fixed cap must be an amount such as %s", r.label, r.example)
 				break
@@ -246,6 +246,15 @@ func parseSharing(get func(string) string) (SharingConfig, views.FieldErrors) {
 		}
 	}
 	return cfg, errs
+}
+
+// parseQuantity is api.ParseQuantity as an error (nil when it parsed).
+func parseQuantity(field, v string) (resource.Quantity, error) {
+	q, fe := api.ParseQuantity(field, v)
+	if fe != nil {
+		return q, fe
+	}
+	return q, nil
 }
 
 // parseClusterList splits a list of cluster ids (commas, semicolons or

@@ -102,6 +102,9 @@ func (c *Cap) parse(b []byte, legacy bool) error {
 			return nil
 		}
 	}
+	if fe := api.CheckQuantityText("capacity cap", s); fe != nil {
+		return fe
+	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		return fmt.Errorf("capacity cap %q: neither a percentage nor a Quantity: %w", s, err)
@@ -203,6 +206,9 @@ func ParseSharing(data []byte) (SharingConfig, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return cfg, nil
 	}
+	if err := screenQuantities(data, "unitPrices"); err != nil {
+		return SharingConfig{}, fmt.Errorf("parsing the sharing configuration: %w", err)
+	}
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		return SharingConfig{}, fmt.Errorf("parsing the sharing configuration: %w", err)
 	}
@@ -210,6 +216,21 @@ func ParseSharing(data []byte) (SharingConfig, error) {
 		return SharingConfig{}, fmt.Errorf("invalid sharing configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// screenQuantities checks the quantity text under keys of a YAML document
+// before it is decoded (api.ScreenQuantities: resource.ParseQuantity can
+// spend minutes on a 12-byte exponent). A document that is not YAML is
+// left to the decoder to refuse.
+func screenQuantities(data []byte, keys ...string) error {
+	doc, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil
+	}
+	if fe := api.ScreenQuantities(doc, keys...); fe != nil {
+		return fe
+	}
+	return nil
 }
 
 // ParsePrices parses the reference prices.yaml: resource name → Quantity
@@ -222,6 +243,9 @@ func ParsePrices(data []byte) (corev1.ResourceList, error) {
 		return nil, nil
 	}
 	var out corev1.ResourceList
+	if err := screenQuantities(data, ""); err != nil {
+		return nil, fmt.Errorf("parsing the price file: %w", err)
+	}
 	if err := yaml.Unmarshal(data, &out); err != nil {
 		return nil, fmt.Errorf("parsing the price file (want resource: \"price\" lines): %w", err)
 	}

@@ -52,6 +52,8 @@ maxChunksPerConsumer: 2
 		{name: "unknown field", in: "unitPrice: {cpu: 1}", wantErr: "unknown field"},
 		{name: "negative price", in: "unitPrices: {cpu: -1}", wantErr: `unitPrices[cpu] = "-1": must be a price from 0 to 1000000`},
 		{name: "huge price", in: "unitPrices: {cpu: 9e307}", wantErr: `unitPrices[cpu] = "90e306": must be a price from 0 to 1000000`},
+		{name: "price exponent that takes minutes to parse", in: `unitPrices: {cpu: "1e-999999999"}`, wantErr: "decimal exponent from -999 to 999"},
+		{name: "cap exponent that takes minutes to compare", in: `capacity: {cpu: "1e999999999"}`, wantErr: "decimal exponent from -999 to 999"},
 		{name: "price .inf", in: "unitPrices: {cpu: .inf}", wantErr: "unsupported value: +Inf"},
 		{name: "price .nan", in: "unitPrices: {cpu: .nan}", wantErr: "unsupported value: NaN"},
 		{name: "price of a bad resource name", in: `unitPrices: {"../x": 1}`, wantErr: `unitPrices[../x] = "../x": must be a resource name`},

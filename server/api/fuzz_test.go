@@ -2,13 +2,13 @@ package api
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // checkRefusal: a refusal names a field, stays short and is valid UTF-8
@@ -102,8 +102,13 @@ func FuzzCheckStrings(f *testing.F) {
 					t.Fatalf("reservation id %q accepted", s)
 				}
 			case "resource name":
-				if r.fe == nil && (s == "" || strings.Contains(s, "..") || strings.HasPrefix(s, "/") || strings.Count(s, "/") > 1 || !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsSpace)) {
+				if r.fe == nil && (strings.Count(s, "/") > 1 || !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsSpace) || strings.ContainsFunc(s, unicode.IsControl)) {
 					t.Fatalf("resource name %q accepted", s)
+				}
+				for _, part := range strings.Split(s, "/") {
+					if r.fe == nil && (part == "" || part == "." || part == "..") {
+						t.Fatalf("resource name %q accepted: it holds a path element %q", s, part)
+					}
 				}
 			case "text":
 				if r.fe == nil && (len(s) > MaxTextLength || !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl)) {
@@ -125,15 +130,19 @@ func FuzzCheckQuantity(f *testing.F) {
 		f.Add(s, s)
 	}
 	f.Fuzz(func(t *testing.T, amount, price string) {
-		q, err := resource.ParseQuantity(amount)
-		if err != nil {
+		q, fe := ParseQuantity("q", amount)
+		if fe != nil {
+			checkRefusal(t, fe)
 			return
 		}
-		p, err := resource.ParseQuantity(price)
-		if err != nil {
+		p, fe := ParseQuantity("p", price)
+		if fe != nil {
+			checkRefusal(t, fe)
 			return
 		}
-		qf, pf := q.AsApproximateFloat64(), p.AsApproximateFloat64()
+		// Exact conversions: AsApproximateFloat64 is NaN for 0e800.
+		qf, _ := strconv.ParseFloat(q.AsDec().String(), 64)
+		pf, _ := strconv.ParseFloat(p.AsDec().String(), 64)
 		feQ, feP := CheckQuantity("q", q), CheckUnitPrice("p", p)
 		if feQ == nil && (q.Sign() < 0 || qf > MaxQuantity || math.IsInf(qf, 0)) {
 			t.Fatalf("quantity %s accepted", q.String())

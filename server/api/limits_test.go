@@ -138,3 +138,42 @@ func asAPIError(err error, e **Error) bool {
 	*e = x
 	return ok
 }
+
+// TestQuantityTextIsScreenedBeforeParsing: resource.ParseQuantity spends
+// minutes on "1e-999999999"; the text is refused first, wherever it sits in
+// a JSON document (string or number, nested in a result's payload).
+func TestQuantityTextIsScreenedBeforeParsing(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		ok   bool
+	}{
+		{"8Gi", true}, {"500m", true}, {"1E", true}, {"1Ei", true}, {"1e3", true}, {"1e999", true}, {"5E-999", true},
+		{"0.000000001", true}, {"+1", true}, {"80%", true}, {"lots", true}, // syntax is the parser's business
+		{"1e1000", false}, {"1e-999999999", false}, {"1E8888888888888", false}, {"-1e+99999", false},
+		{strings.Repeat("1", 65), false},
+	} {
+		if fe := CheckQuantityText("q", tc.text); (fe == nil) != tc.ok {
+			t.Errorf("CheckQuantityText(%q) = %v, want ok=%v", tc.text, fe, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		doc, field string
+	}{
+		{`{"resources":{"cpu":"1e-999999999"}}`, "resources[cpu]"},
+		{`{"clusterId":"x","unitPrices":{"memory":1e999999999}}`, "unitPrices[memory]"},
+		{`{"status":"Succeeded","payload":{"advertisement":{"capacityFixed":{"cpu":"1e-5000"}}}}`, "payload.advertisement.capacityFixed[cpu]"},
+		{`{"topology":{"city":"1e-999999999"},"resources":{"cpu":"4"}}`, ""},
+		{`{"resources":{"cpu":"4"}`, ""}, // not JSON: left to the decoder
+	} {
+		fe := ScreenAdvertisement([]byte(tc.doc))
+		if tc.field == "" && fe != nil || tc.field != "" && (fe == nil || fe.Field != tc.field) {
+			t.Errorf("ScreenAdvertisement(%s) = %v, want field %q", tc.doc, fe, tc.field)
+		}
+	}
+	if fe := ScreenQuantities([]byte(`{"cpu":"1e-999999999"}`), ""); fe == nil || fe.Field != "cpu" {
+		t.Errorf("top-level screening: %v", fe)
+	}
+	if _, fe := ParseQuantity("q", "NaN"); fe == nil || !strings.Contains(fe.Error(), "a quantity such as") {
+		t.Errorf("ParseQuantity(NaN) = %v", fe)
+	}
+}

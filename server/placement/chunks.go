@@ -102,6 +102,11 @@ func LoadChunkConfig(path string) (ChunkConfig, error) {
 // from raw; source names the file in errors.
 func ParseChunkConfig(raw []byte, source string) (ChunkConfig, error) {
 	var f chunkConfigFile
+	if doc, err := yaml.YAMLToJSON(raw); err == nil {
+		if fe := api.ScreenQuantities(doc, "standard", "gpu"); fe != nil {
+			return ChunkConfig{}, fmt.Errorf("invalid chunk config %s: %w", source, fe)
+		}
+	}
 	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
 		return ChunkConfig{}, fmt.Errorf("parsing chunk config %s (expected YAML or JSON with keys standard and gpu): %w", source, err)
 	}

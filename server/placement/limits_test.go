@@ -19,7 +19,7 @@ import (
 func TestExtremeProviderCannotBreakAView(t *testing.T) {
 	ix := NewIndex(DefaultChunkConfig())
 	ix.UpsertProvider(prov("huge", 4, priced("9e307", "9e307"), carbonNow(math.MaxFloat64), forecast(math.MaxFloat64, math.MaxFloat64), at(10, 10)))
-	ix.UpsertProvider(prov("overflow", 4, priced("1e100000", "0"), carbonNow(1), at(20, 20)))
+	ix.UpsertProvider(prov("overflow", 4, priced("1e400", "0"), carbonNow(1), at(20, 20)))
 	ix.UpsertProvider(prov("fair", 4, priced("0.01", "0.001"), carbonNow(50), at(45, 7)))
 	for _, c := range []Consumer{
 		consumer("c-price", api.PlacementPrice),

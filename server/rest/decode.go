@@ -51,6 +51,9 @@ func clip(msg string) string {
 // decodeAdvertisement decodes and validates POST /api/v1/advertisements.
 func decodeAdvertisement(body []byte) (api.AdvertisementRequest, error) {
 	var req api.AdvertisementRequest
+	if fe := api.ScreenAdvertisement(body); fe != nil {
+		return req, fe.APIError()
+	}
 	if err := decodeStrict(body, &req); err != nil {
 		return req, err
 	}
@@ -84,6 +87,9 @@ func decodeReservation(body []byte) (api.ReservationRequest, error) {
 // decodeResult decodes and validates POST /api/v1/instructions/{id}/result.
 func decodeResult(body []byte) (api.InstructionResultRequest, error) {
 	var req api.InstructionResultRequest
+	if fe := api.ScreenAdvertisement(body); fe != nil {
+		return req, fe.APIError()
+	}
 	if err := decodeStrict(body, &req); err != nil {
 		return req, err
 	}
