@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -64,9 +65,15 @@ func (r *AdvertisementRequest) check() *FieldError {
 	return r.Sharing.Check("sharing")
 }
 
-// Validate checks a heartbeat (docs/broker-api.md, route 4). The length of
-// Reservations is bounded by the REST layer.
-func (r *HeartbeatRequest) Validate() error { return asError(r.check()) }
+// Validate checks a heartbeat (docs/broker-api.md, route 4), including the
+// MaxHeartbeatReservations cap (checked first: it is the expensive part).
+func (r *HeartbeatRequest) Validate() error {
+	if n := len(r.Reservations); n > MaxHeartbeatReservations {
+		return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("reservations lists %d ids; at most %d are accepted", n, MaxHeartbeatReservations),
+			Details: map[string]any{"field": "reservations", "value": strconv.Itoa(n) + " ids", "allowed": "at most " + strconv.Itoa(MaxHeartbeatReservations) + " ids"}}
+	}
+	return asError(r.check())
+}
 
 func (r *HeartbeatRequest) check() *FieldError {
 	if err := CheckClusterID("clusterId", r.ClusterID); err != nil {

@@ -109,9 +109,6 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	if req.ClusterID != cn {
 		return api.HeartbeatResponse{}, api.Errorf(api.CodeForbidden, "clusterId %q does not match the caller %q", req.ClusterID, cn)
 	}
-	if n := len(req.Reservations); n > api.MaxHeartbeatReservations {
-		return api.HeartbeatResponse{}, invalid("reservations lists %d ids; at most %d are accepted", n, api.MaxHeartbeatReservations)
-	}
 	// Per-id work that needs no state happens before the lock.
 	listed := distinct(req.Reservations)
 	req.Reservations = nil

@@ -13,9 +13,6 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
-// maxListedReservations bounds HeartbeatRequest.Reservations.
-const maxListedReservations = api.MaxHeartbeatReservations
-
 func invalid(format string, args ...any) *api.Error {
 	return api.Errorf(api.CodeInvalidRequest, format, args...)
 }
@@ -66,13 +63,7 @@ func decodeHeartbeat(body []byte) (api.HeartbeatRequest, error) {
 	if err := decodeStrict(body, &req); err != nil {
 		return req, err
 	}
-	if err := req.Validate(); err != nil {
-		return req, err
-	}
-	if len(req.Reservations) > maxListedReservations {
-		return req, invalid("reservations lists %d ids; at most %d are accepted", len(req.Reservations), maxListedReservations)
-	}
-	return req, nil
+	return req, req.Validate()
 }
 
 // decodeReservation decodes and validates POST /api/v1/reservations.
