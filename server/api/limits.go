@@ -212,47 +212,41 @@ func CheckPercent(field string, p int64) *FieldError {
 	return nil
 }
 
+// checkNumber refuses v unless it is a finite number in [lo, hi]; want says
+// so in words.
+func checkNumber(field string, v, lo, hi float64, want string) *FieldError {
+	if !finiteIn(v, lo, hi) {
+		return fieldErr(field, showFloat(v), want)
+	}
+	return nil
+}
+
 // CheckCarbon checks a carbon intensity: a finite number from 0 to
 // MaxCarbonIntensity gCO2eq/kWh.
 func CheckCarbon(field string, v float64) *FieldError {
-	if !finiteIn(v, 0, MaxCarbonIntensity) {
-		return fieldErr(field, showFloat(v), "a finite number from 0 to 100000 (gCO2eq/kWh)")
-	}
-	return nil
+	return checkNumber(field, v, 0, MaxCarbonIntensity, "a finite number from 0 to 100000 (gCO2eq/kWh)")
 }
 
 // CheckWeight checks a Weighted-policy weight: a finite number from 0 to
 // MaxWeight.
 func CheckWeight(field string, v float64) *FieldError {
-	if !finiteIn(v, 0, MaxWeight) {
-		return fieldErr(field, showFloat(v), "a finite number from 0 to 1000")
-	}
-	return nil
+	return checkNumber(field, v, 0, MaxWeight, "a finite number from 0 to 1000")
 }
 
 // CheckLatency checks a measured latency: a finite number of milliseconds
 // from 0 to MaxLatencyMillis.
 func CheckLatency(field string, v float64) *FieldError {
-	if !finiteIn(v, 0, MaxLatencyMillis) {
-		return fieldErr(field, showFloat(v), "a finite number of milliseconds from 0 to 1000000")
-	}
-	return nil
+	return checkNumber(field, v, 0, MaxLatencyMillis, "a finite number of milliseconds from 0 to 1000000")
 }
 
 // CheckLatitude checks a latitude in decimal degrees: [-90, 90].
 func CheckLatitude(field string, v float64) *FieldError {
-	if !finiteIn(v, -90, 90) {
-		return fieldErr(field, showFloat(v), "a latitude from -90 to 90")
-	}
-	return nil
+	return checkNumber(field, v, -90, 90, "a latitude from -90 to 90")
 }
 
 // CheckLongitude checks a longitude in decimal degrees: [-180, 180].
 func CheckLongitude(field string, v float64) *FieldError {
-	if !finiteIn(v, -180, 180) {
-		return fieldErr(field, showFloat(v), "a longitude from -180 to 180")
-	}
-	return nil
+	return checkNumber(field, v, -180, 180, "a longitude from -180 to 180")
 }
 
 // CheckText checks a free-text field: valid UTF-8 without control
