@@ -7,6 +7,8 @@ package web
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -132,6 +134,44 @@ type ReservationSpec struct {
 	ProviderClusterID string
 	ChunkType         api.ChunkType
 	ChunkCount        int32
+}
+
+// Errors a backend wraps (with %w) when it refuses a request itself rather
+// than failing to reach its agent: the consoles then answer 400, 404 or 409
+// instead of 502.
+var (
+	ErrInvalid  = errors.New("invalid request")
+	ErrNotFound = errors.New("not found")
+	ErrConflict = errors.New("conflict")
+)
+
+// Classify marks err with one of the classes above; its message stays
+// err's own. It returns nil for a nil err.
+func Classify(class, err error) error {
+	if err == nil {
+		return nil
+	}
+	return classified{class: class, err: err}
+}
+
+type classified struct{ class, err error }
+
+func (c classified) Error() string   { return c.err.Error() }
+func (c classified) Unwrap() []error { return []error{c.class, c.err} }
+
+// backendStatus is the console's status for a backend error: 400, 404 or
+// 409 for the classified refusals above, 502 for anything else (the agent
+// or the broker behind it failed).
+func backendStatus(err error) int {
+	switch {
+	case errors.Is(err, ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		return http.StatusConflict
+	}
+	return http.StatusBadGateway
 }
 
 // ConsumerBackend is the consumer agent as its console needs it.

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -233,8 +234,8 @@ func TestValidationErrorsRendered(t *testing.T) {
 		form     url.Values
 		wantMsgs []string
 	}{
-		{"bad policy and weights", "/policy", url.Values{"policy": {"Cheapest"}, "w_price": {"2"}},
-			[]string{"choose one of Standard, Price, Eco, Latency or Weighted", "Price weight: a number from 0 to 1"}},
+		{"bad policy and weights", "/policy", url.Values{"policy": {"Cheapest"}, "w_price": {"1001"}},
+			[]string{"choose one of Standard, Price, Eco, Latency or Weighted", "Price weight: 1001 is not allowed: must be a finite number from 0 to 1000"}},
 		{"weighted all zero", "/policy", url.Values{"policy": {"Weighted"}}, []string{"set at least one weight above 0"}},
 		{"bad workload", "/workload", url.Values{"replicas": {"-1"}, "pod_cpu": {"lots"}, "pod_memory": {"0"}},
 			[]string{"Replicas: a whole number from 0 to 500", "CPU per pod", "Memory per pod"}},
@@ -266,15 +267,20 @@ func TestProviderSharingValidationAndApply(t *testing.T) {
 	b := &browserSim{t: t, app: providerApp(t, fed, "milan")}
 	csrf := b.login(testToken)
 	bad := url.Values{auth.CSRFField: {csrf}, "price_cpu": {"abc"}, "price_memory": {"-1"},
-		"cap_mode_cpu": {"percent"}, "cap_value_cpu": {"0"}, "cap_mode_memory": {"fixed"}, "cap_value_memory": {"lots"},
-		"allowed": {"Bad_ID"}, "quota": {"-3"}}
+		"cap_mode_cpu": {"percent"}, "cap_value_cpu": {"150"}, "cap_mode_memory": {"fixed"}, "cap_value_memory": {"lots"},
+		"price_gpu": {"9e307"}, "cap_mode_gpu": {"fixed"}, "cap_value_gpu": {"1e30"},
+		"allowed": {"Bad_ID"}, "denied": {"../p1"}, "quota": {"-3"}}
 	resp, body := b.do(http.MethodPost, "/sharing", bad)
 	if resp.StatusCode != http.StatusUnprocessableEntity {
 		t.Fatalf("status %d, want 422", resp.StatusCode)
 	}
-	for _, m := range []string{"CPU price: &#34;abc&#34; is not a number", "Memory price: must not be negative",
-		"a percentage must be a whole number from 1 to 100", "a fixed cap must be a positive amount",
-		"&#34;Bad_ID&#34; is not a valid cluster id", "Chunks per consumer: a whole number"} {
+	for _, m := range []string{"CPU price: &#34;abc&#34; is not a number",
+		"Memory price: &#34;-1&#34; is not allowed: must be a price from 0 to 1000000 per unit-hour",
+		"GPU price: &#34;90e306&#34; is not allowed: must be a price from 0 to 1000000 per unit-hour",
+		"CPU cap: 150 is not allowed: must be a whole percentage from 0 to 100", "a fixed cap must be an amount such as 8Gi",
+		"GPU cap: &#34;1e30&#34; is not allowed: must be a quantity from 0 to 1E",
+		"Allowed consumers: &#34;Bad_ID&#34; is not allowed: must be a cluster id",
+		"Denied consumers: &#34;../p1&#34; is not allowed: must be a cluster id", "Chunks per consumer: a whole number"} {
 		if !strings.Contains(body, m) {
 			t.Errorf("page lacks %q", m)
 		}
@@ -460,5 +466,71 @@ func TestRunTwiceIsRefused(t *testing.T) {
 	cancel()
 	if err := <-results; err != nil {
 		t.Fatalf("the running Run: %v", err)
+	}
+}
+
+// refusingConsumer is a consumer backend whose writes are refused as invalid
+// by the agent behind it.
+type refusingConsumer struct{ web.ConsumerBackend }
+
+func (refusingConsumer) SetPolicy(context.Context, api.Placement) error {
+	return web.Classify(web.ErrInvalid, errors.New("the agent refused the policy"))
+}
+
+// TestConsumerConsoleRefusals: non-finite, huge or out-of-range weights and
+// malformed ids are refused by the console itself with a message naming the
+// field, the value and the range (422, the console's answer for a form with
+// invalid fields; they used to reach the agent and come back as 502); a
+// refusal by the agent is 400 and an unknown reservation 404, never 502.
+func TestConsumerConsoleRefusals(t *testing.T) {
+	weighted := func(field, v string) url.Values {
+		return url.Values{"policy": {"Weighted"}, "w_price": {"1"}, field: {v}}
+	}
+	cases := []struct {
+		name    string
+		backend func(*webfake.Federation) web.ConsumerBackend
+		path    string
+		form    url.Values
+		status  int
+		wantMsg string
+	}{
+		{"NaN weight", nil, "/policy", weighted("w_carbon", "NaN"), 422, "Carbon weight: NaN is not allowed: must be a finite number from 0 to 1000"},
+		{"Inf weight", nil, "/policy", weighted("w_distance", "+Inf"), 422, "Distance weight: +Inf is not allowed: must be a finite number from 0 to 1000"},
+		{"huge weight", nil, "/policy", weighted("w_free", "9e307"), 422, "Free capacity weight: 9e+307 is not allowed: must be a finite number from 0 to 1000"},
+		{"negative weight", nil, "/policy", weighted("w_price", "-1"), 422, "Price weight: -1 is not allowed"},
+		{"not a number", nil, "/policy", weighted("w_price", "lots"), 422, "Price weight: &#34;lots&#34; is not a number"},
+		{"weight above 1 is fine (same rule as the broker)", nil, "/policy", weighted("w_price", "2.5"), 303, ""},
+		{"agent refuses the policy", func(f *webfake.Federation) web.ConsumerBackend { return refusingConsumer{f.Consumer()} },
+			"/policy", url.Values{"policy": {"Price"}}, 400, "Policy not applied: the agent refused the policy"},
+		{"unknown reservation", nil, "/reservations/release", url.Values{"id": {"res-nope"}}, 404, "Release failed: reservation res-nope does not exist"},
+		{"malformed reservation id", nil, "/reservations/release", url.Values{"id": {"../x"}}, 422, "Release: the reservation id &#34;../x&#34; is not allowed: must be a reservation id"},
+		{"NUL in reservation id", nil, "/reservations/release", url.Values{"id": {"a\x00b"}}, 422, `&#34;a\x00b&#34; is not allowed`},
+		{"empty reservation id", nil, "/reservations/release", url.Values{"id": {""}}, 422, "Release: the reservation id &#34;&#34; is not allowed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fed := webfake.New(nil)
+			var backend web.ConsumerBackend = fed.Consumer()
+			if tc.backend != nil {
+				backend = tc.backend(fed)
+			}
+			tok, err := auth.NewStaticToken(testToken)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cc, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: tok})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := &browserSim{t: t, app: cc.App()}
+			tc.form.Set(auth.CSRFField, b.login(testToken))
+			resp, body := b.do(http.MethodPost, tc.path, tc.form)
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d", resp.StatusCode, tc.status)
+			}
+			if !strings.Contains(body, tc.wantMsg) {
+				t.Errorf("page lacks %q", tc.wantMsg)
+			}
+		})
 	}
 }

@@ -182,7 +182,7 @@ func policyForm(p api.Placement) views.PolicyForm {
 	}
 	vals := []float64{w.Price, w.Carbon, w.Distance, w.FreeCapacity}
 	for i, wf := range weightFields {
-		f.Weights = append(f.Weights, views.WeightField{Name: wf.name, Label: wf.label, Value: strconv.FormatFloat(vals[i], 'f', -1, 64)})
+		f.Weights = append(f.Weights, views.WeightField{Name: wf.name, Label: wf.label, Value: strconv.FormatFloat(vals[i], 'f', -1, 64), Max: strconv.Itoa(api.MaxWeight)})
 	}
 	return f
 }
@@ -191,8 +191,21 @@ func (cc *ConsumerConsole) postPolicy(c *fiber.Ctx) error {
 	if err := cc.site.checkWrite(c); err != nil {
 		return cc.site.csrfRefused(c, err)
 	}
+	placement, form, errs := parsePolicy(formGetter(c))
+	if len(errs) > 0 {
+		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{policy: &form, errs: errs}, "")
+	}
+	if err := cc.backend.SetPolicy(c.UserContext(), placement); err != nil {
+		return cc.render(c, backendStatus(err), consumerForms{policy: &form, bad: "Policy not applied: " + err.Error()}, "")
+	}
+	return c.Redirect(cc.site.path("/?ok=policy"), fiber.StatusSeeOther)
+}
+
+// parsePolicy validates the policy form (get reads a field) with the
+// broker's weight rule; form echoes it for re-display.
+func parsePolicy(get func(string) string) (api.Placement, views.PolicyForm, views.FieldErrors) {
 	errs := views.FieldErrors{}
-	pt := api.PlacementType(formValue(c, "policy"))
+	pt := api.PlacementType(get("policy"))
 	known := false
 	for _, t := range policies {
 		known = known || t == pt
@@ -202,13 +215,17 @@ func (cc *ConsumerConsole) postPolicy(c *fiber.Ctx) error {
 	}
 	vals := make([]float64, len(weightFields))
 	for i, wf := range weightFields {
-		v := strings.TrimSpace(formValue(c, wf.name))
+		v := strings.TrimSpace(get(wf.name))
 		if v == "" {
 			continue
 		}
 		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 0 || f > 1 {
-			errs[wf.name] = wf.label + ": a number from 0 to 1"
+		if err != nil {
+			errs[wf.name] = fmt.Sprintf("%s: %s is not a number; write a decimal from 0 to %d", wf.label, api.ShowString(v), api.MaxWeight)
+			continue
+		}
+		if fe := api.CheckWeight(wf.name, f); fe != nil {
+			errs[wf.name] = wf.label + ": " + fe.Reason()
 			continue
 		}
 		vals[i] = f
@@ -221,13 +238,7 @@ func (cc *ConsumerConsole) postPolicy(c *fiber.Ctx) error {
 		}
 	}
 	form := policyForm(api.Placement{Type: pt, Weights: &api.Weights{Price: vals[0], Carbon: vals[1], Distance: vals[2], FreeCapacity: vals[3]}})
-	if len(errs) > 0 {
-		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{policy: &form, errs: errs}, "")
-	}
-	if err := cc.backend.SetPolicy(c.UserContext(), placement); err != nil {
-		return cc.render(c, fiber.StatusBadGateway, consumerForms{policy: &form, bad: "Policy not applied: " + err.Error()}, "")
-	}
-	return c.Redirect(cc.site.path("/?ok=policy"), fiber.StatusSeeOther)
+	return placement, form, errs
 }
 
 func (cc *ConsumerConsole) postWorkload(c *fiber.Ctx) error {
@@ -245,12 +256,12 @@ func (cc *ConsumerConsole) postWorkload(c *fiber.Ctx) error {
 	} else {
 		w.Replicas = int32(n)
 	}
-	if q, err := resource.ParseQuantity(strings.TrimSpace(form.CPU)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("64")) > 0 {
+	if q, err := parseQuantity("pod_cpu", strings.TrimSpace(form.CPU)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("64")) > 0 {
 		errs["pod_cpu"] = "CPU per pod: a positive amount up to 64, such as 500m or 1"
 	} else {
 		w.PodCPU = q
 	}
-	if q, err := resource.ParseQuantity(strings.TrimSpace(form.Memory)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("256Gi")) > 0 {
+	if q, err := parseQuantity("pod_memory", strings.TrimSpace(form.Memory)); err != nil || q.Sign() <= 0 || q.Cmp(resource.MustParse("256Gi")) > 0 {
 		errs["pod_memory"] = "Memory per pod: a positive amount up to 256Gi, such as 512Mi"
 	} else {
 		w.PodMemory = q
@@ -259,7 +270,7 @@ func (cc *ConsumerConsole) postWorkload(c *fiber.Ctx) error {
 		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{workload: &form, errs: errs}, "")
 	}
 	if err := cc.workload.SetWorkload(c.UserContext(), w); err != nil {
-		return cc.render(c, fiber.StatusBadGateway, consumerForms{workload: &form, bad: "Workload not changed: " + err.Error()}, "")
+		return cc.render(c, backendStatus(err), consumerForms{workload: &form, bad: "Workload not changed: " + err.Error()}, "")
 	}
 	return c.Redirect(cc.site.path("/?ok=workload"), fiber.StatusSeeOther)
 }
@@ -289,23 +300,16 @@ func offeredProviders(st ConsumerStatus) []string {
 	return out
 }
 
-func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
-	if err := cc.site.checkWrite(c); err != nil {
-		return cc.site.csrfRefused(c, err)
-	}
-	ctx := c.UserContext()
-	st, err := cc.backend.Status(ctx)
-	if err != nil {
-		return fiber.NewError(fiber.StatusServiceUnavailable, "the consumer agent's state is unavailable; retry shortly")
-	}
-	provider, ct, count := formValue(c, "provider"), formValue(c, "chunk_type"), formValue(c, "count")
+// parseReservation validates the manual reservation form against the
+// providers the broker offers.
+func parseReservation(provider, ct, count string, offered []string) (ReservationSpec, views.FieldErrors) {
 	errs := views.FieldErrors{}
 	spec := ReservationSpec{ProviderClusterID: provider, ChunkType: api.ChunkType(ct)}
-	offered := false
-	for _, p := range offeredProviders(st) {
-		offered = offered || p == provider
+	known := false
+	for _, p := range offered {
+		known = known || p == provider
 	}
-	if !offered {
+	if !known {
 		errs["provider"] = "Provider: choose one of the providers the broker offers"
 	}
 	if spec.ChunkType != api.ChunkStandard && spec.ChunkType != api.ChunkGPU {
@@ -316,12 +320,26 @@ func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
 	} else {
 		spec.ChunkCount = int32(n)
 	}
+	return spec, errs
+}
+
+func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
+	if err := cc.site.checkWrite(c); err != nil {
+		return cc.site.csrfRefused(c, err)
+	}
+	ctx := c.UserContext()
+	st, err := cc.backend.Status(ctx)
+	if err != nil {
+		return fiber.NewError(fiber.StatusServiceUnavailable, "the consumer agent's state is unavailable; retry shortly")
+	}
+	provider, ct, count := formValue(c, "provider"), formValue(c, "chunk_type"), formValue(c, "count")
+	spec, errs := parseReservation(provider, ct, count, offeredProviders(st))
 	form := reserveForm(st, provider, ct, count)
 	if len(errs) > 0 {
 		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{reserve: &form, errs: errs}, "")
 	}
 	if _, err := cc.backend.CreateReservation(ctx, spec); err != nil {
-		return cc.render(c, fiber.StatusBadGateway, consumerForms{reserve: &form, bad: "Reservation not created: " + err.Error()}, "")
+		return cc.render(c, backendStatus(err), consumerForms{reserve: &form, bad: "Reservation not created: " + err.Error()}, "")
 	}
 	return c.Redirect(cc.site.path("/?ok=reserved"), fiber.StatusSeeOther)
 }
@@ -331,11 +349,11 @@ func (cc *ConsumerConsole) postRelease(c *fiber.Ctx) error {
 		return cc.site.csrfRefused(c, err)
 	}
 	id := formValue(c, "id")
-	if id == "" || len(id) > 253 {
-		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{bad: "Release: no reservation id was given"}, "")
+	if fe := api.CheckReservationID("id", id); fe != nil {
+		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{bad: "Release: the reservation id " + fe.Reason()}, "")
 	}
 	if err := cc.backend.ReleaseReservation(c.UserContext(), id); err != nil {
-		return cc.render(c, fiber.StatusBadGateway, consumerForms{bad: "Release of " + id + " failed: " + err.Error()}, "")
+		return cc.render(c, backendStatus(err), consumerForms{bad: "Release failed: " + err.Error()}, "")
 	}
 	return c.Redirect(cc.site.path("/?ok=released"), fiber.StatusSeeOther)
 }

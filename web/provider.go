@@ -3,7 +3,6 @@ package web
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,13 +91,13 @@ func (p *ProviderConsole) postSharing(c *fiber.Ctx) error {
 		return p.site.csrfRefused(c, err)
 	}
 	form := sharingFormFromRequest(c)
-	cfg, errs := parseSharing(c)
+	cfg, errs := parseSharing(formGetter(c))
 	if len(errs) > 0 {
 		return p.render(c, fiber.StatusUnprocessableEntity, form, errs, "", "")
 	}
 	if err := p.backend.ApplySharing(c.UserContext(), cfg); err != nil {
 		p.site.log.Warn("provider console: apply sharing failed", "err", err)
-		return p.render(c, fiber.StatusBadGateway, form, nil, "", "Not applied: "+err.Error())
+		return p.render(c, backendStatus(err), form, nil, "", "Not applied: "+err.Error())
 	}
 	p.site.log.Info("provider console: sharing configuration applied", "remote", c.IP())
 	return c.Redirect(p.site.path("/?ok=sharing"), fiber.StatusSeeOther)
@@ -174,67 +173,74 @@ func sharingFormFromRequest(c *fiber.Ctx) views.SharingForm {
 	return f
 }
 
-// clusterIDPattern accepts Kubernetes-style names (DNS-1123 subdomain).
-var clusterIDPattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
-
-const maxListedConsumers = 100
-
-// parseSharing validates the sharing form; errs maps field → message.
-func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
+// parseSharing validates the sharing form (get reads a field) with the
+// broker's rules (the server/api checks the advertisement goes through);
+// errs maps field → message.
+func parseSharing(get func(string) string) (SharingConfig, views.FieldErrors) {
 	errs := views.FieldErrors{}
 	cfg := SharingConfig{
 		UnitPrices:           corev1.ResourceList{},
 		CapacityScalePercent: map[string]int32{},
 		CapacityFixed:        corev1.ResourceList{},
-		Renewable:            formValue(c, "renewable") == "on",
+		Renewable:            get("renewable") == "on",
 	}
 	for _, r := range consoleResources {
 		field := "price_" + r.key
-		if v := strings.TrimSpace(formValue(c, field)); v != "" {
-			q, err := resource.ParseQuantity(v)
+		if v := strings.TrimSpace(get(field)); v != "" {
+			q, err := parseQuantity(field, v)
 			switch {
 			case err != nil:
 				errs[field] = fmt.Sprintf("%s price: %q is not a number; write a decimal such as 0.02", r.label, v)
-			case q.Sign() < 0:
-				errs[field] = fmt.Sprintf("%s price: must not be negative", r.label)
 			default:
+				if fe := api.CheckUnitPrice(field, q); fe != nil {
+					errs[field] = r.label + " price: " + fe.Reason()
+					break
+				}
 				cfg.UnitPrices[r.name] = q
 			}
 		}
-		mode := formValue(c, "cap_mode_"+r.key)
+		mode := get("cap_mode_" + r.key)
 		vfield := "cap_value_" + r.key
-		v := strings.TrimSpace(formValue(c, vfield))
+		v := strings.TrimSpace(get(vfield))
 		switch mode {
 		case "", "none":
 		case "percent":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 100 {
-				errs[vfield] = fmt.Sprintf("%s cap: a percentage must be a whole number from 1 to 100", r.label)
+			n, err := strconv.ParseInt(v, 10, 32)
+			if err != nil {
+				errs[vfield] = fmt.Sprintf("%s cap: a percentage must be a whole number from 0 to %d", r.label, api.MaxPercent)
+				break
+			}
+			if fe := api.CheckPercent(vfield, n); fe != nil {
+				errs[vfield] = r.label + " cap: " + fe.Reason()
 				break
 			}
 			cfg.CapacityScalePercent[string(r.name)] = int32(n)
 		case "fixed":
-			q, err := resource.ParseQuantity(v)
-			if err != nil || q.Sign() <= 0 {
-				errs[vfield] = fmt.Sprintf("%s cap: a fixed cap must be a positive amount such as %s", r.label, r.example)
+			q, err := parseQuantity(vfield, v)
+			if err != nil {
+				errs[vfield] = fmt.Sprintf("%s cap: a fixed cap must be an amount such as %s", r.label, r.example)
+				break
+			}
+			if fe := api.CheckQuantity(vfield, q); fe != nil {
+				errs[vfield] = r.label + " cap: " + fe.Reason()
 				break
 			}
 			cfg.CapacityFixed[r.name] = q
 		default:
-			errs[vfield] = fmt.Sprintf("%s cap: unknown cap mode %q", r.label, mode)
+			errs[vfield] = fmt.Sprintf("%s cap: unknown cap mode %s", r.label, api.ShowString(mode))
 		}
 	}
 	var err string
-	if cfg.Sharing.AllowedConsumers, err = parseClusterList(formValue(c, "allowed")); err != "" {
+	if cfg.Sharing.AllowedConsumers, err = parseClusterList(get("allowed")); err != "" {
 		errs["allowed"] = "Allowed consumers: " + err
 	}
-	if cfg.Sharing.DeniedConsumers, err = parseClusterList(formValue(c, "denied")); err != "" {
+	if cfg.Sharing.DeniedConsumers, err = parseClusterList(get("denied")); err != "" {
 		errs["denied"] = "Denied consumers: " + err
 	}
-	if q := strings.TrimSpace(formValue(c, "quota")); q != "" {
-		n, perr := strconv.Atoi(q)
-		if perr != nil || n < 0 || n > 10000 {
-			errs["quota"] = "Chunks per consumer: a whole number from 0 (no limit) to 10000"
+	if q := strings.TrimSpace(get("quota")); q != "" {
+		n, perr := strconv.ParseInt(q, 10, 32)
+		if perr != nil || n < 0 {
+			errs["quota"] = "Chunks per consumer: a whole number from 0 (no limit) up"
 		} else {
 			cfg.Sharing.MaxChunksPerConsumer = int32(n)
 		}
@@ -242,21 +248,32 @@ func parseSharing(c *fiber.Ctx) (SharingConfig, views.FieldErrors) {
 	return cfg, errs
 }
 
+// parseQuantity is api.ParseQuantity as an error (nil when it parsed).
+func parseQuantity(field, v string) (resource.Quantity, error) {
+	q, fe := api.ParseQuantity(field, v)
+	if fe != nil {
+		return q, fe
+	}
+	return q, nil
+}
+
+// parseClusterList splits a list of cluster ids (commas, semicolons or
+// white space), drops duplicates and checks each with the broker's rule.
 func parseClusterList(s string) ([]string, string) {
 	fields := strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ';' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
-	if len(fields) > maxListedConsumers {
-		return nil, fmt.Sprintf("at most %d cluster ids", maxListedConsumers)
-	}
 	seen := map[string]bool{}
 	var out []string
 	for _, f := range fields {
-		if len(f) > 253 || !clusterIDPattern.MatchString(f) {
-			return nil, fmt.Sprintf("%q is not a valid cluster id (lower-case letters, digits, '-' and '.')", f)
+		if fe := api.CheckClusterID("id", f); fe != nil {
+			return nil, fe.Reason()
 		}
 		if !seen[f] {
 			seen[f] = true
 			out = append(out, f)
 		}
+	}
+	if fe := api.CheckCount("ids", len(out), api.MaxSharingConsumers); fe != nil {
+		return nil, fe.Reason()
 	}
 	return out, ""
 }

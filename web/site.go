@@ -288,3 +288,9 @@ func (s *site) publish(ctx context.Context) {
 func formValue(c *fiber.Ctx, name string) string {
 	return strings.Clone(c.FormValue(name))
 }
+
+// formGetter reads the request's form fields (the form parsers take it so
+// that they can be tested and fuzzed without a request).
+func formGetter(c *fiber.Ctx) func(string) string {
+	return func(name string) string { return formValue(c, name) }
+}

@@ -171,8 +171,14 @@ func (c *Client) do(ctx context.Context, method, path string, h http.Header, in,
 		}
 		body = bytes.NewReader(b)
 	}
+	// path is escaped already (ids go through url.PathEscape): keep it as
+	// the raw path so that it is escaped exactly once on the wire.
 	u := *c.base
-	u.Path += path
+	u.RawPath = c.base.EscapedPath() + path
+	var err error
+	if u.Path, err = url.PathUnescape(u.RawPath); err != nil {
+		return fmt.Errorf("building %s %s: %w", method, path, err)
+	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return err

@@ -87,3 +87,35 @@ func TestClientRoutesAndErrors(t *testing.T) {
 		t.Fatalf("transport failure: %v", err)
 	}
 }
+
+// TestIDsAreEscapedOnce: an id travels escaped exactly once (it used to be
+// escaped twice by the client, and again by the agent on its way to the
+// broker) and the server reads it back unchanged.
+func TestIDsAreEscapedOnce(t *testing.T) {
+	var rawPath, id string
+	mux := http.NewServeMux()
+	mux.HandleFunc("DELETE /base/local/reservations/{id}", func(w http.ResponseWriter, r *http.Request) {
+		rawPath, id = r.URL.EscapedPath(), r.PathValue("id")
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(api.ReleaseResponse{ReservationID: id, Status: api.PhaseUnpeering})
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, err := localapi.NewClient(srv.URL+"/base", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, wire := range map[string]string{
+		"res-1":      "/base/local/reservations/res-1",
+		"a b%":       "/base/local/reservations/a%20b%25",
+		"../x":       "/base/local/reservations/..%2Fx",
+		"res-%2Fone": "/base/local/reservations/res-%252Fone",
+	} {
+		if _, err := c.Release(context.Background(), in); err != nil {
+			t.Fatalf("Release(%q): %v", in, err)
+		}
+		if rawPath != wire || id != in {
+			t.Errorf("Release(%q): wire path %q read as %q, want %q read as %q", in, rawPath, id, wire, in)
+		}
+	}
+}

@@ -263,8 +263,14 @@ func (c *Client) doRetries(ctx context.Context, cl call) (int, error) {
 func (c *Client) attempt(ctx context.Context, cl call, payload []byte, reqID string) (int, bool, time.Duration, error) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout+cl.extraTTL)
 	defer cancel()
+	// cl.path is escaped already (ids go through url.PathEscape): keep it
+	// as the raw path so that it is escaped exactly once on the wire.
 	u := *c.base
-	u.Path = cl.path
+	p, err := url.PathUnescape(cl.path)
+	if err != nil {
+		return 0, false, 0, fmt.Errorf("building %s request: %w", cl.route, err)
+	}
+	u.Path, u.RawPath = p, cl.path
 	u.RawQuery = cl.query.Encode()
 	var body io.Reader
 	if payload != nil {

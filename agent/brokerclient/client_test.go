@@ -270,3 +270,34 @@ func TestLongPollDetectionAndFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestIDsAreEscapedOnce: ids in paths are escaped exactly once on the wire
+// (url.PathEscape, then kept as the raw path) and read back unchanged.
+func TestIDsAreEscapedOnce(t *testing.T) {
+	var mu sync.Mutex
+	var rawPath, id string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/reservations/{id}", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		rawPath, id = r.URL.EscapedPath(), r.PathValue("id")
+		mu.Unlock()
+		writeJSON(w, http.StatusOK, api.ReservationResponse{ReservationID: r.PathValue("id")})
+	})
+	srv, tlsCfg := mtlsServer(t, "consumer-1", mux)
+	c := newTestClient(t, srv.URL, tlsCfg, &instantClock{})
+	for in, wire := range map[string]string{
+		"res-1":  "/api/v1/reservations/res-1",
+		"a b%":   "/api/v1/reservations/a%20b%25",
+		"../x":   "/api/v1/reservations/..%2Fx",
+		"r-%2Fx": "/api/v1/reservations/r-%252Fx",
+	} {
+		if _, err := c.Reservation(context.Background(), in); err != nil {
+			t.Fatalf("Reservation(%q): %v", in, err)
+		}
+		mu.Lock()
+		if rawPath != wire || id != in {
+			t.Errorf("Reservation(%q): wire path %q read as %q, want %q read as %q", in, rawPath, id, wire, in)
+		}
+		mu.Unlock()
+	}
+}

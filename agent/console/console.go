@@ -11,9 +11,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -153,6 +153,9 @@ func (p *Provider) ApplySharing(_ context.Context, cfg web.SharingConfig) error 
 		}
 		v := q.DeepCopy()
 		c.Capacity[name] = provider.Cap{Fixed: &v}
+	}
+	if err := c.Validate(); err != nil {
+		return web.Classify(web.ErrInvalid, err)
 	}
 	return p.Agent.Sharing().Apply(c)
 }
@@ -331,11 +334,17 @@ const PolicyName = "default"
 // agent reads: the lowest name; "default" is created when there is none)
 // and asks for a heartbeat at once.
 func (c *Consumer) SetPolicy(ctx context.Context, p api.Placement) error {
+	if fe := p.Check("placement"); fe != nil {
+		return web.Classify(web.ErrInvalid, fe)
+	}
 	spec := fav1alpha1.Placement{Type: fav1alpha1.PlacementStrategy(p.Type)}
 	if p.Weights != nil {
 		spec.Weights = &fav1alpha1.PlacementWeights{Price: p.Weights.Price, Carbon: p.Weights.Carbon, Distance: p.Weights.Distance, FreeCapacity: p.Weights.FreeCapacity}
 	}
 	if err := SetPolicy(ctx, c.Client, c.Namespace, spec); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
+			return web.Classify(web.ErrInvalid, err)
+		}
 		return err
 	}
 	c.Agent.BeatNow()
@@ -370,14 +379,18 @@ func SetPolicy(ctx context.Context, cl client.Client, namespace string, spec fav
 // CreateReservation reserves through the local API, as the adapter does,
 // under a new id.
 func (c *Consumer) CreateReservation(ctx context.Context, spec web.ReservationSpec) (string, error) {
-	if strings.TrimSpace(spec.ProviderClusterID) == "" {
-		return "", fmt.Errorf("choose a provider")
-	}
 	if spec.ChunkType == "" {
 		spec.ChunkType = api.ChunkStandard
 	}
 	if spec.ChunkCount < 1 {
 		spec.ChunkCount = 1
+	}
+	req := api.ReservationRequest{
+		ProviderClusterID: spec.ProviderClusterID, NodeGroupID: api.NodeGroupID(spec.ProviderClusterID, spec.ChunkType),
+		ChunkCount: spec.ChunkCount, ChunkType: spec.ChunkType,
+	}
+	if err := req.Validate(); err != nil {
+		return "", web.Classify(web.ErrInvalid, err)
 	}
 	id := "manual-" + uuid.NewString()
 	c.mu.Lock()
@@ -386,22 +399,36 @@ func (c *Consumer) CreateReservation(ctx context.Context, spec web.ReservationSp
 	}
 	c.manual[id] = true
 	c.mu.Unlock()
-	_, err := c.Local.Reserve(ctx, id, api.ReservationRequest{
-		ProviderClusterID: spec.ProviderClusterID, NodeGroupID: api.NodeGroupID(spec.ProviderClusterID, spec.ChunkType),
-		ChunkCount: spec.ChunkCount, ChunkType: spec.ChunkType,
-	})
-	if err != nil {
+	if _, err := c.Local.Reserve(ctx, id, req); err != nil {
 		c.mu.Lock()
 		delete(c.manual, id)
 		c.mu.Unlock()
-		return "", err
+		return "", classify(err)
 	}
 	return id, nil
 }
 
 // ReleaseReservation releases through the local API.
 func (c *Consumer) ReleaseReservation(ctx context.Context, id string) error {
+	if fe := api.CheckReservationID("reservation id", id); fe != nil {
+		return web.Classify(web.ErrInvalid, fe)
+	}
 	_, err := c.Local.Release(ctx, id)
+	return classify(err)
+}
+
+// classify marks the local API's refusals (400, 404, 409, passed through
+// from the broker) with the console's error classes, so the console answers
+// 400, 404 or 409 instead of 502.
+func classify(err error) error {
+	switch localapi.StatusOf(err) {
+	case http.StatusBadRequest:
+		return web.Classify(web.ErrInvalid, err)
+	case http.StatusNotFound:
+		return web.Classify(web.ErrNotFound, err)
+	case http.StatusConflict:
+		return web.Classify(web.ErrConflict, err)
+	}
 	return err
 }
 

@@ -126,6 +126,8 @@ type Agent struct {
 	// the broker; building the heartbeat and projecting virtual nodes,
 	// which read the cluster (these make the agent not ready).
 	beatStreak, buildStreak, projStreak *health.Streak
+	// policyErr is why the ConsumerPolicy is not sent ("" when it is).
+	policyErr string
 
 	reserveToPeer prometheus.Histogram
 }
@@ -384,6 +386,15 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 	if err != nil {
 		return req, err
 	}
+	if fe := p.Check("placement"); fe != nil {
+		// A policy the broker refuses (a ConsumerPolicy written before the
+		// CRD had its bounds) must not stop the heartbeats that renew the
+		// leases: send the broker's default and say why.
+		a.notePolicy(fe)
+		p = nil
+	} else {
+		a.notePolicy(nil)
+	}
 	req.Placement = p
 	if loc := a.location(ctx); loc != nil {
 		lat, lon := loc.Latitude, loc.Longitude
@@ -429,6 +440,25 @@ func (a *Agent) Policy(ctx context.Context) (*api.Placement, error) {
 		p.Weights = &api.Weights{Price: w.Price, Carbon: w.Carbon, Distance: w.Distance, FreeCapacity: w.FreeCapacity}
 	}
 	return p, nil
+}
+
+// notePolicy records whether the ConsumerPolicy is sent: a refused policy
+// is logged once per reason and shown as the "consumer-policy" input.
+func (a *Agent) notePolicy(err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	a.mu.Lock()
+	changed := a.policyErr != msg
+	a.policyErr = msg
+	a.mu.Unlock()
+	if a.cfg.Tracker != nil {
+		a.cfg.Tracker.SetInput("consumer-policy", err)
+	}
+	if changed && err != nil {
+		a.log.Warn("The ConsumerPolicy breaks the broker's rules; heartbeats carry no placement until it is fixed", "namespace", a.cfg.Namespace, "err", err)
+	}
 }
 
 // location is the cluster's location, best effort.

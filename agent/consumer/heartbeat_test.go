@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,5 +88,30 @@ func TestResyncRemovesOrphansAndReportsMissing(t *testing.T) {
 	}
 	if n := a.MissingReports(); n != 1 {
 		t.Errorf("missing reports %d after release, want still 1", n)
+	}
+}
+
+// TestHeartbeatWithoutARefusedPolicy: a ConsumerPolicy whose weights the
+// broker refuses (one written before the CRD had its bounds) does not stop
+// the heartbeats that renew the leases: they carry no placement, and the
+// heartbeat passes the broker's own validation.
+func TestHeartbeatWithoutARefusedPolicy(t *testing.T) {
+	for _, w := range []float64{1e308, 1001, -1} {
+		pol := &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "fa"},
+			Spec: fav1alpha1.ConsumerPolicySpec{Placement: fav1alpha1.Placement{Type: fav1alpha1.PlacementWeighted, Weights: &fav1alpha1.PlacementWeights{Price: w}}}}
+		a := newTestAgent(t, &stubBroker{}, pol)
+		req, err := a.heartbeatRequest(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if req.Placement != nil {
+			t.Errorf("weight %v: placement %+v sent, want none", w, req.Placement)
+		}
+		if err := req.Validate(); err != nil {
+			t.Errorf("weight %v: the heartbeat is refused by the broker: %v", w, err)
+		}
+		if !strings.Contains(a.policyErr, "placement.weights.price") {
+			t.Errorf("weight %v: recorded reason %q, want the field", w, a.policyErr)
+		}
 	}
 }

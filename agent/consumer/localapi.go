@@ -9,7 +9,6 @@ import (
 	"sort"
 
 	"github.com/google/uuid"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
@@ -52,6 +51,11 @@ func writeError(w http.ResponseWriter, status int, code, msg, reqID string) {
 	writeJSON(w, status, api.ErrorResponse{Code: code, Message: msg, RequestID: reqID})
 }
 
+// writeAPIError answers e with its status (api.Status) and details.
+func writeAPIError(w http.ResponseWriter, e *api.Error) {
+	writeJSON(w, api.Status(e.Code), api.ErrorResponse{Code: e.Code, Message: e.Message, Details: e.Details})
+}
+
 // writeBrokerError passes a broker error through unchanged.
 func writeBrokerError(w http.ResponseWriter, err error) {
 	var be *brokerclient.Error
@@ -79,18 +83,9 @@ func (a *Agent) getNodeGroups(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) postReservation(w http.ResponseWriter, r *http.Request) {
-	var req api.ReservationRequest
-	// Lenient like the reference: unknown fields are dropped.
-	if err := json.NewDecoder(io.LimitReader(r.Body, maxLocalBody)).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "decode body: "+err.Error(), "")
-		return
-	}
-	id := r.Header.Get(api.HeaderReservationID)
-	if id == "" {
-		id = "res-" + uuid.NewString()
-	}
-	if msgs := validation.IsDNS1123Subdomain(id); len(msgs) > 0 {
-		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "X-Reservation-Id "+id+" is not a DNS-1123 subdomain", "")
+	id, req, derr := decodeLocalReservation(r.Body, r.Header.Get(api.HeaderReservationID), uuid.NewString)
+	if derr != nil {
+		writeAPIError(w, derr)
 		return
 	}
 	// Recorded before the call: the Peer can start before the answer is back.
@@ -115,6 +110,33 @@ func (a *Agent) postReservation(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, resp)
 }
 
+// decodeLocalReservation decodes and validates POST /local/reservations
+// with the broker's rules (api.ReservationRequest.Validate), so nothing the
+// broker would refuse is sent: the body (lenient like the reference: unknown
+// fields are dropped; at most maxLocalBody bytes) and the X-Reservation-Id
+// header (res-<newID()> when empty). Every error is 400 InvalidRequest.
+func decodeLocalReservation(body io.Reader, header string, newID func() string) (string, api.ReservationRequest, *api.Error) {
+	var req api.ReservationRequest
+	if err := json.NewDecoder(io.LimitReader(body, maxLocalBody)).Decode(&req); err != nil {
+		return "", req, api.Errorf(api.CodeInvalidRequest, "decode body: %v", err)
+	}
+	if err := req.Validate(); err != nil {
+		var e *api.Error
+		if !errors.As(err, &e) {
+			e = api.Errorf(api.CodeInvalidRequest, "%v", err)
+		}
+		return "", req, e
+	}
+	id := header
+	if id == "" {
+		id = "res-" + newID()
+	}
+	if fe := api.CheckReservationID(api.HeaderReservationID, id); fe != nil {
+		return "", req, fe.APIError()
+	}
+	return id, req, nil
+}
+
 // heartbeatOnce sends one heartbeat now (the local API's 412 recovery).
 func (a *Agent) heartbeatOnce(ctx context.Context) error {
 	req, err := a.heartbeatRequest(ctx)
@@ -127,8 +149,8 @@ func (a *Agent) heartbeatOnce(ctx context.Context) error {
 
 func (a *Agent) deleteReservation(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if id == "" {
-		writeError(w, http.StatusBadRequest, api.CodeInvalidRequest, "empty reservation id", "")
+	if fe := api.CheckReservationID("reservation id", id); fe != nil {
+		writeAPIError(w, fe.APIError())
 		return
 	}
 	resp, status, err := a.cfg.Broker.Release(r.Context(), id)

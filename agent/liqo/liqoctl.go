@@ -13,10 +13,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
 // Timeouts of the liqoctl commands (reference §9.2).
@@ -279,12 +280,14 @@ func isNotFound(err error) bool {
 	return strings.Contains(o, "not found") || strings.Contains(o, "notfound")
 }
 
+// validID checks a Liqo cluster id with the broker's rule (api.CheckClusterID:
+// Liqo's own, a DNS-1123 label) before it reaches a liqoctl command line.
 func validID(what, id string) error {
 	if id == "" {
 		return fmt.Errorf("%s is empty", what)
 	}
-	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
-		return fmt.Errorf("%s %q is not a valid Liqo cluster id: %s", what, id, strings.Join(errs, "; "))
+	if fe := api.CheckClusterID(what, id); fe != nil {
+		return fmt.Errorf("%s %s is not a valid Liqo cluster id: it must be %s", what, api.ShowString(id), fe.Want)
 	}
 	return nil
 }

@@ -10,13 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
 // Timeout bounds every request to the services.
@@ -101,7 +102,7 @@ func (c *GeoClient) Lookup(ctx context.Context, ip string) (loc Location, found 
 	case body.Status != "success":
 		return Location{}, false, fmt.Errorf("geolocate %s: unexpected status %q (want success or fail)", ip, body.Status)
 	case body.Region == "" && body.Lat == 0 && body.Lon == 0:
-	case math.IsNaN(body.Lat) || math.Abs(body.Lat) > 90 || math.IsNaN(body.Lon) || math.Abs(body.Lon) > 180:
+	case api.CheckLatitude("lat", body.Lat) != nil || api.CheckLongitude("lon", body.Lon) != nil:
 		return Location{}, false, fmt.Errorf("geolocate %s: coordinates %v,%v out of range", ip, body.Lat, body.Lon)
 	default:
 		r = geoResult{loc: Location{Region: body.Region, City: body.City, Latitude: body.Lat, Longitude: body.Lon}, found: true}
@@ -214,14 +215,15 @@ func (c *EcoClient) fetch(ctx context.Context, region string) (Carbon, error) {
 	return Carbon{Intensity: *cur.CarbonIntensity}, nil
 }
 
+// validValues checks carbon values with the broker's rule
+// (api.CheckCarbonData): at least one, at most api.MaxCarbonForecast, each
+// finite and within [0, api.MaxCarbonIntensity].
 func validValues(vs []float64) error {
 	if len(vs) == 0 {
 		return errors.New("empty forecast")
 	}
-	for _, v := range vs {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return fmt.Errorf("value %v is not a non-negative number", v)
-		}
+	if fe := api.CheckCarbonData(nil, vs); fe != nil {
+		return fe
 	}
 	return nil
 }

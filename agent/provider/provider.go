@@ -228,7 +228,7 @@ func (a *Agent) Advertisement(ctx context.Context) (api.AdvertisementRequest, er
 	req := api.AdvertisementRequest{
 		ClusterID:            a.cfg.ClusterID,
 		LiqoClusterID:        a.cfg.LiqoClusterID,
-		Resources:            capped.Resources,
+		Resources:            clampQuantities(capped.Resources),
 		UnitPrices:           sc.UnitPrices,
 		CapacityScalePercent: capped.ScalePercent,
 		CapacityFixed:        capped.Fixed,
@@ -270,6 +270,10 @@ func (a *Agent) locate(ctx context.Context, ip string, req *api.AdvertisementReq
 		setInput("geo", err)
 		return
 	}
+	if fe := topo.Check("topology"); fe != nil {
+		setInput("geo", fmt.Errorf("the location service answered an unusable location for %s: %w", ip, fe))
+		return
+	}
 	setInput("geo", nil)
 	req.Topology = topo
 	if a.cfg.Carbon == nil {
@@ -285,8 +289,25 @@ func (a *Agent) locate(ctx context.Context, ip string, req *api.AdvertisementReq
 		setInput("carbon", err)
 		return
 	}
+	if fe := api.CheckCarbonData(cur, fc); fe != nil {
+		setInput("carbon", fmt.Errorf("the carbon service answered unusable values for region %s: %w", topo.Region, fe))
+		return
+	}
 	setInput("carbon", nil)
 	req.CarbonIntensity, req.CarbonForecast = cur, fc
+}
+
+// clampQuantities caps every amount at api.MaxQuantity, the most the broker
+// accepts: a cluster whose nodes report more (a misreporting node) still
+// advertises, as the maximum.
+func clampQuantities(l corev1.ResourceList) corev1.ResourceList {
+	limit := api.MaxQuantityValue()
+	for name, q := range l {
+		if q.Cmp(limit) > 0 {
+			l[name] = limit.DeepCopy()
+		}
+	}
+	return l
 }
 
 // nodeIP is the configured node's ExternalIP, else its InternalIP.

@@ -10,9 +10,9 @@ import (
 	"strconv"
 	"strings"
 
+	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -102,6 +102,9 @@ func (c *Cap) parse(b []byte, legacy bool) error {
 			return nil
 		}
 	}
+	if fe := api.CheckQuantityText("capacity cap", s); fe != nil {
+		return fe
+	}
 	q, err := resource.ParseQuantity(s)
 	if err != nil {
 		return fmt.Errorf("capacity cap %q: neither a percentage nor a Quantity: %w", s, err)
@@ -110,36 +113,43 @@ func (c *Cap) parse(b []byte, legacy bool) error {
 	return nil
 }
 
-// Validate checks every field and says what to fix.
+// Validate checks every field with the broker's rules (server/api: the
+// same limits the broker applies to the advertisement) and says what to fix.
 func (s *SharingConfig) Validate() error {
 	var errs []error
-	for _, name := range slices.Sorted(maps.Keys(s.UnitPrices)) {
-		if q := s.UnitPrices[name]; q.Sign() < 0 {
-			errs = append(errs, fmt.Errorf("unitPrices.%s = %s: prices must not be negative", name, q.String()))
+	add := func(fe *api.FieldError) {
+		if fe != nil {
+			errs = append(errs, fe)
 		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.UnitPrices)) {
+		f := api.Sub("unitPrices", name)
+		add(api.CheckResourceName(f, name))
+		add(api.CheckUnitPrice(f, s.UnitPrices[name]))
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Capacity)) {
-		c := s.Capacity[name]
+		c, f := s.Capacity[name], api.Sub("capacity", name)
+		add(api.CheckResourceName(f, name))
 		switch {
 		case c.Percent == nil && c.Fixed == nil:
-			errs = append(errs, fmt.Errorf("capacity.%s: empty cap", name))
-		case c.Percent != nil && (*c.Percent < 0 || *c.Percent > 100):
-			errs = append(errs, fmt.Errorf("capacity.%s = %d%%: a percentage must be between 0 and 100", name, *c.Percent))
-		case c.Fixed != nil && c.Fixed.Sign() < 0:
-			errs = append(errs, fmt.Errorf("capacity.%s = %s: a fixed cap must not be negative", name, c.Fixed.String()))
+			errs = append(errs, fmt.Errorf("%s: empty cap", f))
+		case c.Percent != nil:
+			add(api.CheckPercent(f, int64(*c.Percent)))
+		default:
+			add(api.CheckQuantity(f, *c.Fixed))
 		}
 	}
-	for field, ids := range map[string][]string{"allowedConsumers": s.AllowedConsumers, "deniedConsumers": s.DeniedConsumers} {
-		for _, id := range ids {
-			if msgs := validation.IsDNS1123Subdomain(id); len(msgs) > 0 {
-				errs = append(errs, fmt.Errorf("%s: %q is not a cluster id: %s", field, id, strings.Join(msgs, "; ")))
-			}
-		}
-	}
-	if s.MaxChunksPerConsumer < 0 {
-		errs = append(errs, fmt.Errorf("maxChunksPerConsumer = %d: must be 0 (no cap) or more", s.MaxChunksPerConsumer))
-	}
+	add(s.rules().Check(""))
 	return errors.Join(errs...)
+}
+
+// rules is the wire form of the "with whom" rules, never nil.
+func (s *SharingConfig) rules() *api.Sharing {
+	return &api.Sharing{
+		AllowedConsumers:     slices.Clone(s.AllowedConsumers),
+		DeniedConsumers:      slices.Clone(s.DeniedConsumers),
+		MaxChunksPerConsumer: s.MaxChunksPerConsumer,
+	}
 }
 
 // Sharing returns the wire form of the "with whom" rules, nil when there
@@ -148,11 +158,7 @@ func (s *SharingConfig) Sharing() *api.Sharing {
 	if len(s.AllowedConsumers) == 0 && len(s.DeniedConsumers) == 0 && s.MaxChunksPerConsumer == 0 {
 		return nil
 	}
-	return &api.Sharing{
-		AllowedConsumers:     slices.Clone(s.AllowedConsumers),
-		DeniedConsumers:      slices.Clone(s.DeniedConsumers),
-		MaxChunksPerConsumer: s.MaxChunksPerConsumer,
-	}
+	return s.rules()
 }
 
 // Allows reports whether consumer may borrow under these rules.
@@ -200,6 +206,9 @@ func ParseSharing(data []byte) (SharingConfig, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return cfg, nil
 	}
+	if err := screenQuantities(data, "unitPrices"); err != nil {
+		return SharingConfig{}, fmt.Errorf("parsing the sharing configuration: %w", err)
+	}
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		return SharingConfig{}, fmt.Errorf("parsing the sharing configuration: %w", err)
 	}
@@ -207,6 +216,21 @@ func ParseSharing(data []byte) (SharingConfig, error) {
 		return SharingConfig{}, fmt.Errorf("invalid sharing configuration: %w", err)
 	}
 	return cfg, nil
+}
+
+// screenQuantities checks the quantity text under keys of a YAML document
+// before it is decoded (api.ScreenQuantities: resource.ParseQuantity can
+// spend minutes on a 12-byte exponent). A document that is not YAML is
+// left to the decoder to refuse.
+func screenQuantities(data []byte, keys ...string) error {
+	doc, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil
+	}
+	if fe := api.ScreenQuantities(doc, keys...); fe != nil {
+		return fe
+	}
+	return nil
 }
 
 // ParsePrices parses the reference prices.yaml: resource name → Quantity
@@ -219,6 +243,9 @@ func ParsePrices(data []byte) (corev1.ResourceList, error) {
 		return nil, nil
 	}
 	var out corev1.ResourceList
+	if err := screenQuantities(data, ""); err != nil {
+		return nil, fmt.Errorf("parsing the price file: %w", err)
+	}
 	if err := yaml.Unmarshal(data, &out); err != nil {
 		return nil, fmt.Errorf("parsing the price file (want resource: \"price\" lines): %w", err)
 	}
@@ -298,7 +325,7 @@ func ApplyCaps(free corev1.ResourceList, caps map[corev1.ResourceName]Cap) Cappe
 		switch {
 		case c.Percent != nil && *c.Percent >= 0 && *c.Percent < 100:
 			p := *c.Percent
-			out.Resources[name] = *resource.NewMilliQuantity(q.MilliValue()*int64(p)/100, q.Format)
+			out.Resources[name] = scalePercent(q, p)
 			if out.ScalePercent == nil {
 				out.ScalePercent = map[string]int32{}
 			}
@@ -312,4 +339,17 @@ func ApplyCaps(free corev1.ResourceList, caps map[corev1.ResourceName]Cap) Cappe
 		}
 	}
 	return out
+}
+
+// scalePercent is q × p ÷ 100 in whole milli-units, rounded down (q itself
+// counted in milli-units rounded up, as Quantity.MilliValue does), in q's
+// format. It is exact for any amount: milli-value × p overflows int64 above
+// ~92 TB of memory.
+func scalePercent(q resource.Quantity, p int32) resource.Quantity {
+	milli := new(inf.Dec).Round(new(inf.Dec).Mul(q.AsDec(), inf.NewDec(1000, 0)), 0, inf.RoundCeil)
+	scaled := new(inf.Dec).QuoRound(new(inf.Dec).Mul(milli, inf.NewDec(int64(p), 0)), inf.NewDec(100, 0), 0, inf.RoundDown)
+	if u, ok := scaled.Unscaled(); ok {
+		return *resource.NewMilliQuantity(u, q.Format)
+	}
+	return *resource.NewDecimalQuantity(*new(inf.Dec).SetUnscaledBig(scaled.UnscaledBig()).SetScale(3), q.Format)
 }

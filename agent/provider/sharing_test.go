@@ -50,11 +50,23 @@ maxChunksPerConsumer: 2
 			}
 		}},
 		{name: "unknown field", in: "unitPrice: {cpu: 1}", wantErr: "unknown field"},
-		{name: "negative price", in: "unitPrices: {cpu: -1}", wantErr: "must not be negative"},
-		{name: "percent over 100", in: "capacity: {cpu: 150}", wantErr: "between 0 and 100"},
+		{name: "negative price", in: "unitPrices: {cpu: -1}", wantErr: `unitPrices[cpu] = "-1": must be a price from 0 to 1000000`},
+		{name: "huge price", in: "unitPrices: {cpu: 9e307}", wantErr: `unitPrices[cpu] = "90e306": must be a price from 0 to 1000000`},
+		{name: "price exponent that takes minutes to parse", in: `unitPrices: {cpu: "1e-999999999"}`, wantErr: "decimal exponent from -999 to 999"},
+		{name: "cap exponent that takes minutes to compare", in: `capacity: {cpu: "1e999999999"}`, wantErr: "decimal exponent from -999 to 999"},
+		{name: "price .inf", in: "unitPrices: {cpu: .inf}", wantErr: "unsupported value: +Inf"},
+		{name: "price .nan", in: "unitPrices: {cpu: .nan}", wantErr: "unsupported value: NaN"},
+		{name: "price of a bad resource name", in: `unitPrices: {"../x": 1}`, wantErr: `unitPrices[../x] = "../x": must be a resource name`},
+		{name: "percent over 100", in: "capacity: {cpu: 150}", wantErr: "capacity[cpu] = 150: must be a whole percentage from 0 to 100"},
+		{name: "negative percent", in: `capacity: {cpu: "-5%"}`, wantErr: "capacity[cpu] = -5: must be a whole percentage from 0 to 100"},
+		{name: "negative fixed cap", in: `capacity: {memory: "-1Gi"}`, wantErr: `capacity[memory] = "-1Gi": must be a quantity from 0 to 1E`},
+		{name: "huge fixed cap", in: `capacity: {cpu: "1e30"}`, wantErr: `capacity[cpu] = "1e30": must be a quantity from 0 to 1E`},
+		{name: "cap of an empty resource name", in: `capacity: {"": 50}`, wantErr: `capacity[] = "": must be a resource name`},
 		{name: "fractional percent", in: "capacity: {cpu: 80.5}", wantErr: "integer percentage"},
 		{name: "bad quantity", in: "capacity: {cpu: lots}", wantErr: "neither a percentage nor a Quantity"},
-		{name: "bad consumer id", in: "deniedConsumers: [Not_An_Id]", wantErr: "not a cluster id"},
+		{name: "bad consumer id", in: "deniedConsumers: [Not_An_Id]", wantErr: `deniedConsumers[0] = "Not_An_Id": must be a cluster id`},
+		{name: "dotted consumer id (the broker refuses it)", in: "allowedConsumers: [a.b]", wantErr: `allowedConsumers[0] = "a.b": must be a cluster id`},
+		{name: "too many consumers", in: "deniedConsumers: [" + strings.Repeat("c,", 1000) + "c]", wantErr: "deniedConsumers = 1001 entries: must be at most 1000 entries"},
 		{name: "negative quota", in: "maxChunksPerConsumer: -1", wantErr: "must be 0"},
 		{name: "not yaml", in: "{{{", wantErr: "parsing the sharing configuration"},
 	}
@@ -129,6 +141,16 @@ func TestApplyCaps(t *testing.T) {
 	}
 	if free.Cpu().MilliValue() != 7500 {
 		t.Error("ApplyCaps modified its input")
+	}
+	// Percentages are exact at any size: milli-value × percent overflows
+	// int64 above ~92 TB.
+	huge := ApplyCaps(rl("memory", "1P", "cpu", "1E", "pods", "3"), map[corev1.ResourceName]Cap{
+		"memory": {Percent: p(50)}, "cpu": {Percent: p(99)}, "pods": {Percent: p(50)},
+	})
+	for name, want := range map[corev1.ResourceName]string{"memory": "500T", "cpu": "990P", "pods": "1500m"} {
+		if q := huge.Resources[name]; q.String() != want {
+			t.Errorf("%s capped to %s, want %s", name, q.String(), want)
+		}
 	}
 }
 

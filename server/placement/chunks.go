@@ -34,7 +34,8 @@ func DefaultChunkConfig() ChunkConfig {
 }
 
 // Validate reports what is wrong with c: the standard chunk must name at
-// least one resource and every quantity of both shapes must be positive. An
+// least one resource and every quantity of both shapes must be positive and
+// at most api.MaxQuantity (so a chunk's cost stays within float64). An
 // empty GPU shape disables GPU chunks; a non-empty one must name at least one
 // resource other than cpu and memory (the accelerator that tells a GPU
 // provider apart).
@@ -44,8 +45,8 @@ func (c ChunkConfig) Validate() error {
 		errs = append(errs, errors.New("standard chunk: no resources; give at least cpu and memory, e.g. cpu: \"2\", memory: 4Gi"))
 	}
 	for _, name := range sortedNames(c.Standard) {
-		if q := c.Standard[name]; q.Sign() <= 0 {
-			errs = append(errs, fmt.Errorf("standard chunk: %s is %s; it must be positive", name, q.String()))
+		if err := checkShape(c.Standard[name], name); err != nil {
+			errs = append(errs, fmt.Errorf("standard chunk: %w", err))
 		}
 	}
 	if len(c.GPU) > 0 {
@@ -53,12 +54,27 @@ func (c ChunkConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("gpu chunk: no accelerator resource (only cpu/memory); add e.g. %s: \"1\" or leave the gpu shape empty to disable GPU chunks", ResourceGPU))
 		}
 		for _, name := range sortedNames(c.GPU) {
-			if q := c.GPU[name]; q.Sign() <= 0 {
-				errs = append(errs, fmt.Errorf("gpu chunk: %s is %s; it must be positive", name, q.String()))
+			if err := checkShape(c.GPU[name], name); err != nil {
+				errs = append(errs, fmt.Errorf("gpu chunk: %w", err))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkShape checks one amount of a chunk shape: a resource name, positive
+// and within api.MaxQuantity.
+func checkShape(q resource.Quantity, name corev1.ResourceName) error {
+	if err := api.CheckResourceName(string(name), name); err != nil {
+		return err
+	}
+	if q.Sign() <= 0 {
+		return fmt.Errorf("%s is %s; it must be positive", name, q.String())
+	}
+	if err := api.CheckQuantity(string(name), q); err != nil {
+		return err
+	}
+	return nil
 }
 
 // chunkConfigFile is the on-disk shape read by LoadChunkConfig.
@@ -79,9 +95,20 @@ func LoadChunkConfig(path string) (ChunkConfig, error) {
 	if err != nil {
 		return ChunkConfig{}, fmt.Errorf("reading chunk config: %w", err)
 	}
+	return ParseChunkConfig(raw, path)
+}
+
+// ParseChunkConfig parses and validates the chunk shapes of LoadChunkConfig
+// from raw; source names the file in errors.
+func ParseChunkConfig(raw []byte, source string) (ChunkConfig, error) {
 	var f chunkConfigFile
+	if doc, err := yaml.YAMLToJSON(raw); err == nil {
+		if fe := api.ScreenQuantities(doc, "standard", "gpu"); fe != nil {
+			return ChunkConfig{}, fmt.Errorf("invalid chunk config %s: %w", source, fe)
+		}
+	}
 	if err := yaml.UnmarshalStrict(raw, &f); err != nil {
-		return ChunkConfig{}, fmt.Errorf("parsing chunk config %s (expected YAML or JSON with keys standard and gpu): %w", path, err)
+		return ChunkConfig{}, fmt.Errorf("parsing chunk config %s (expected YAML or JSON with keys standard and gpu): %w", source, err)
 	}
 	cfg := DefaultChunkConfig()
 	if f.Standard != nil {
@@ -91,7 +118,7 @@ func LoadChunkConfig(path string) (ChunkConfig, error) {
 		cfg.GPU = *f.GPU
 	}
 	if err := cfg.Validate(); err != nil {
-		return ChunkConfig{}, fmt.Errorf("invalid chunk config %s: %w", path, err)
+		return ChunkConfig{}, fmt.Errorf("invalid chunk config %s: %w", source, err)
 	}
 	return cfg, nil
 }
@@ -166,6 +193,10 @@ func fit(remaining map[corev1.ResourceName]*inf.Dec, shape corev1.ResourceList) 
 	}
 	return max(best, 0)
 }
+
+// AddChunks adds two chunk counts, saturating at the int32 maximum (the wire
+// type): totals over providers that each advertise the maximum never wrap.
+func AddChunks(a, b int32) int32 { return clampInt32(int64(a) + int64(b)) }
 
 func clampInt32(n int64) int32 {
 	if n > 1<<31-1 {

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -382,8 +383,17 @@ func (ix *Index) unindex(ps *provState, ti int) {
 	ps.indexed[ti] = false
 }
 
-// strconvDec converts an exact decimal to the nearest float64.
+// strconvDec converts an exact decimal to the nearest float64, saturating at
+// ±math.MaxFloat64: a cost beyond float64's range (only possible for data
+// stored before the ingest limits) ranks last among the priced instead of
+// becoming ±Inf, which JSON cannot carry. ok is false when it saturated.
 func strconvDec(d *inf.Dec) (float64, bool) {
 	f, err := strconv.ParseFloat(d.String(), 64)
+	switch {
+	case math.IsInf(f, 1):
+		return math.MaxFloat64, false
+	case math.IsInf(f, -1):
+		return -math.MaxFloat64, false
+	}
 	return f, err == nil
 }

@@ -54,8 +54,9 @@ var ecoWeights = [...]float64{0.40, 0.25, 0.15, 0.10, 0.06, 0.04}
 // WeightedCarbon is the Eco metric in gCO2eq/kWh: the first min(6, len)
 // forecast values weighted 0.40, 0.25, 0.15, 0.10, 0.06, 0.04 and divided by
 // the sum of the weights used; with no forecast, the current intensity. ok
-// is false when there is neither, or when a value used is negative, NaN or
-// infinite (the provider then has no carbon metric).
+// is false when there is neither, or when a value used is outside
+// api.CheckCarbon's range (negative, NaN, infinite or above
+// api.MaxCarbonIntensity: the provider then has no carbon metric).
 func WeightedCarbon(forecast []float64, current *float64) (float64, bool) {
 	if len(forecast) == 0 {
 		if current == nil || !validCarbon(*current) {
@@ -74,7 +75,7 @@ func WeightedCarbon(forecast []float64, current *float64) (float64, bool) {
 	return sum / weights, true
 }
 
-func validCarbon(v float64) bool { return v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
+func validCarbon(v float64) bool { return api.CheckCarbon("", v) == nil }
 
 // perGiB is 2^-30 = 5^30 × 10^-30, an exact decimal: bytes × perGiB is
 // GiB.

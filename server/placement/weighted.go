@@ -19,11 +19,13 @@ const (
 )
 
 // normWeights returns the weights as an array; negative or non-finite
-// weights count as 0, and missing or all-zero weights mean equal weights.
+// weights count as 0, weights above api.MaxWeight as api.MaxWeight (the
+// broker refuses both at ingest; this keeps a score finite for any input),
+// and missing or all-zero weights mean equal weights.
 func normWeights(w *api.Weights) api.Weights {
 	clean := func(x float64) float64 {
 		if x > 0 && !math.IsInf(x, 0) {
-			return x
+			return min(x, api.MaxWeight)
 		}
 		return 0
 	}

@@ -175,24 +175,6 @@ func (s *Service) view(in *store.Instruction, now time.Time) (api.InstructionVie
 	return v, true
 }
 
-var allowedPayloadKinds = []string{"", api.PayloadKubeconfig, api.PayloadPeer, api.PayloadUnpeer, api.PayloadReconcile}
-
-func validateResult(req api.InstructionResultRequest) *api.Error {
-	switch req.Status {
-	case api.ResultSucceeded:
-	case api.ResultFailed:
-		if req.Error == nil || req.Error.Message == "" {
-			return invalid("error.message is required when status is %s", api.ResultFailed)
-		}
-	default:
-		return invalid("status must be %q or %q, got %q", api.ResultSucceeded, api.ResultFailed, req.Status)
-	}
-	if req.Payload != nil && !slices.Contains(allowedPayloadKinds, req.Payload.Kind) {
-		return invalid("payload.kind %q is not one of %q", req.Payload.Kind, allowedPayloadKinds[1:])
-	}
-	return nil
-}
-
 // PostResult implements rest.Broker. Transitions happen synchronously: a
 // GenerateKubeconfig success moves every reservation of the pair that waits
 // for it to Peering at once. A result for an enforced instruction is an
@@ -201,7 +183,7 @@ func (s *Service) PostResult(ctx context.Context, cn string, role api.Role, id s
 	if id == "" {
 		return invalid("instruction id is empty")
 	}
-	if err := validateResult(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return err
 	}
 	s.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 )
 
@@ -44,13 +45,15 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 				avail = max(n-res, 0)
 			}
 			cc := capy.ByChunkType[typ]
-			cc.TotalChunks += n
-			cc.ReservedChunks += res
-			cc.AvailableChunks += avail
+			// Saturating: a total over providers at the int32 maximum
+			// stays at the maximum instead of wrapping.
+			cc.TotalChunks = placement.AddChunks(cc.TotalChunks, n)
+			cc.ReservedChunks = placement.AddChunks(cc.ReservedChunks, res)
+			cc.AvailableChunks = placement.AddChunks(cc.AvailableChunks, avail)
 			capy.ByChunkType[typ] = cc
-			capy.TotalChunks += n
-			capy.ReservedChunks += res
-			capy.AvailableChunks += avail
+			capy.TotalChunks = placement.AddChunks(capy.TotalChunks, n)
+			capy.ReservedChunks = placement.AddChunks(capy.ReservedChunks, res)
+			capy.AvailableChunks = placement.AddChunks(capy.AvailableChunks, avail)
 		}
 		ov.Advertisements = append(ov.Advertisements, s.snapshot(id, p, true))
 	}

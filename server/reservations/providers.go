@@ -2,75 +2,18 @@ package reservations
 
 import (
 	"context"
-	"math"
 	"slices"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 )
 
-func validClusterID(field, id string) *api.Error {
-	if id == "" {
-		return invalid("%s is required", field)
-	}
-	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
-		return invalid("%s %q is not a DNS-1123 label: %s", field, id, errs[0])
-	}
-	return nil
-}
-
-func finiteNonNegative(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 }
-
-func validateAdvertisement(req api.AdvertisementRequest) *api.Error {
-	if err := validClusterID("clusterId", req.ClusterID); err != nil {
-		return err
-	}
-	if req.LiqoClusterID == "" {
-		return invalid("liqoClusterId is required")
-	}
-	if len(req.Resources) == 0 {
-		return invalid("resources must hold at least one resource")
-	}
-	for name, q := range req.Resources {
-		if q.Sign() < 0 {
-			return invalid("resources[%s] must be >= 0, got %s", name, q.String())
-		}
-	}
-	if req.CarbonIntensity != nil && !finiteNonNegative(*req.CarbonIntensity) {
-		return invalid("carbonIntensity must be a finite number >= 0")
-	}
-	for i, v := range req.CarbonForecast {
-		if !finiteNonNegative(v) {
-			return invalid("carbonForecast[%d] must be a finite number >= 0", i)
-		}
-	}
-	for name, q := range req.UnitPrices {
-		if q.Sign() < 0 {
-			return invalid("unitPrices[%s] must be >= 0, got %s", name, q.String())
-		}
-	}
-	if t := req.Topology; t != nil {
-		if math.IsNaN(t.Latitude) || t.Latitude < -90 || t.Latitude > 90 {
-			return invalid("topology.latitude must be within [-90, 90]")
-		}
-		if math.IsNaN(t.Longitude) || t.Longitude < -180 || t.Longitude > 180 {
-			return invalid("topology.longitude must be within [-180, 180]")
-		}
-	}
-	if sh := req.Sharing; sh != nil && sh.MaxChunksPerConsumer < 0 {
-		return invalid("sharing.maxChunksPerConsumer must be >= 0")
-	}
-	return nil
-}
-
 // Advertise implements rest.Broker: it upserts the provider, recomputes its
 // chunks, restores it if it was stale and piggybacks its instructions.
 func (s *Service) Advertise(ctx context.Context, cn string, req api.AdvertisementRequest) (api.AdvertisementResponse, error) {
-	if err := validateAdvertisement(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return api.AdvertisementResponse{}, err
 	}
 	if req.ClusterID != cn {
@@ -139,8 +82,8 @@ func (s *Service) snapshot(id string, p *provider, dashboard bool) api.Advertise
 	r := p.rec.Request
 	var total, reserved int32
 	for typ, n := range p.chunks {
-		total += n
-		reserved += s.st.reserved[ptKey{id, typ}]
+		total = placement.AddChunks(total, n)
+		reserved = placement.AddChunks(reserved, s.st.reserved[ptKey{id, typ}])
 	}
 	avail := int32(0)
 	if p.available {
@@ -157,46 +100,14 @@ func (s *Service) snapshot(id string, p *provider, dashboard bool) api.Advertise
 	return snap
 }
 
-func validateHeartbeat(req api.HeartbeatRequest) *api.Error {
-	if err := validClusterID("clusterId", req.ClusterID); err != nil {
-		return err
-	}
-	if req.LiqoClusterID == "" {
-		return invalid("liqoClusterId is required")
-	}
-	if v := req.Latitude; v != nil && (math.IsNaN(*v) || *v < -90 || *v > 90) {
-		return invalid("latitude must be within [-90, 90]")
-	}
-	if v := req.Longitude; v != nil && (math.IsNaN(*v) || *v < -180 || *v > 180) {
-		return invalid("longitude must be within [-180, 180]")
-	}
-	for id, v := range req.MeasuredLatencies {
-		if !finiteNonNegative(v) {
-			return invalid("measuredLatencies[%s] must be a finite number >= 0", id)
-		}
-	}
-	if req.Placement != nil && req.Placement.Weights != nil {
-		w := req.Placement.Weights
-		for name, v := range map[string]float64{"price": w.Price, "carbon": w.Carbon, "distance": w.Distance, "freeCapacity": w.FreeCapacity} {
-			if !finiteNonNegative(v) {
-				return invalid("placement.weights.%s must be a finite number >= 0", name)
-			}
-		}
-	}
-	return nil
-}
-
 // Heartbeat implements rest.Broker: it replaces the consumer's registry
 // entry and renews the lease of all its live reservations.
 func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
-	if err := validateHeartbeat(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return api.HeartbeatResponse{}, err
 	}
 	if req.ClusterID != cn {
 		return api.HeartbeatResponse{}, api.Errorf(api.CodeForbidden, "clusterId %q does not match the caller %q", req.ClusterID, cn)
-	}
-	if n := len(req.Reservations); n > api.MaxHeartbeatReservations {
-		return api.HeartbeatResponse{}, invalid("reservations lists %d ids; at most %d are accepted", n, api.MaxHeartbeatReservations)
 	}
 	// Per-id work that needs no state happens before the lock.
 	listed := distinct(req.Reservations)

@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
@@ -17,35 +16,6 @@ import (
 
 func invalid(format string, args ...any) *api.Error {
 	return api.Errorf(api.CodeInvalidRequest, format, args...)
-}
-
-func validateReservationRequest(req api.ReservationRequest) *api.Error {
-	if req.ProviderClusterID == "" {
-		return invalid("providerClusterId is required")
-	}
-	if errs := validation.IsDNS1123Label(req.ProviderClusterID); len(errs) > 0 {
-		return invalid("providerClusterId %q is not a DNS-1123 label: %s", req.ProviderClusterID, errs[0])
-	}
-	switch {
-	case req.ChunkCount < 1:
-		return invalid("chunkCount must be >= 1")
-	case req.ChunkCount > 1:
-		return invalid("chunkCount must be exactly 1: reserve N nodes with N reservations")
-	}
-	if req.ChunkType != api.ChunkStandard && req.ChunkType != api.ChunkGPU {
-		return invalid("chunkType must be %q or %q, got %q", api.ChunkStandard, api.ChunkGPU, req.ChunkType)
-	}
-	if req.NodeGroupID != "" {
-		if want := api.NodeGroupID(req.ProviderClusterID, req.ChunkType); req.NodeGroupID != want {
-			return invalid("nodeGroupId %q does not match providerClusterId and chunkType (want %q)", req.NodeGroupID, want)
-		}
-	}
-	for i, ns := range req.Namespaces {
-		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
-			return invalid("namespaces[%d] %q is not a valid namespace name: %s", i, ns, errs[0])
-		}
-	}
-	return nil
 }
 
 // sameSet reports whether a and b hold the same strings, ignoring order and
@@ -61,14 +31,14 @@ func sameSet(a, b []string) bool {
 // validation, replay lookup, heartbeat (412), provider and chunk type (404),
 // freshness (503), sharing (403), quota and capacity (409), create (201).
 func (s *Service) Reserve(ctx context.Context, cn, id string, req api.ReservationRequest) (api.ReservationResponse, bool, error) {
-	if err := validateReservationRequest(req); err != nil {
+	if err := req.Validate(); err != nil {
 		return api.ReservationResponse{}, false, err
 	}
 	if id == "" {
 		id = "res-" + uuid.NewString()
 	}
-	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
-		return api.ReservationResponse{}, false, invalid("%s %q is not a DNS-1123 subdomain: %s", api.HeaderReservationID, id, errs[0])
+	if err := api.CheckReservationID(api.HeaderReservationID, id); err != nil {
+		return api.ReservationResponse{}, false, err.APIError()
 	}
 
 	s.mu.Lock()

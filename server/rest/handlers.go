@@ -33,7 +33,10 @@ func (s *server) advertise(c *fiber.Ctx) error {
 
 // GET /api/v1/advertisements/{clusterId}: a provider reads its own view.
 func (s *server) getAdvertisement(c *fiber.Ctx) error {
-	clusterID := c.Params("clusterId")
+	clusterID, err := pathID(c.Params("clusterId"), "cluster id")
+	if err != nil {
+		return err
+	}
 	if clusterID == "" {
 		return invalid("cluster id is required in the path")
 	}
@@ -106,7 +109,10 @@ func (s *server) reserve(c *fiber.Ctx) error {
 
 // GET /api/v1/reservations/{id}: consumer or provider of the reservation.
 func (s *server) getReservation(c *fiber.Ctx) error {
-	resID := c.Params("id")
+	resID, err := pathID(c.Params("id"), "reservation id")
+	if err != nil {
+		return err
+	}
 	if resID == "" {
 		return invalid("reservation id is required in the path")
 	}
@@ -120,7 +126,10 @@ func (s *server) getReservation(c *fiber.Ctx) error {
 
 // DELETE /api/v1/reservations/{id}[?chunks=N]: 202 Accepted.
 func (s *server) release(c *fiber.Ctx) error {
-	resID := c.Params("id")
+	resID, err := pathID(c.Params("id"), "reservation id")
+	if err != nil {
+		return err
+	}
 	if resID == "" {
 		return invalid("reservation id is required in the path")
 	}
@@ -161,7 +170,10 @@ func (s *server) instructions(c *fiber.Ctx) error {
 
 // POST /api/v1/instructions/{id}/result.
 func (s *server) postResult(c *fiber.Ctx) error {
-	insID := c.Params("id")
+	insID, err := pathID(c.Params("id"), "instruction id")
+	if err != nil {
+		return err
+	}
 	if insID == "" {
 		return invalid("instruction id is required in the path")
 	}

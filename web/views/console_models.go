@@ -140,11 +140,13 @@ type PolicyForm struct {
 	Weights  []WeightField
 }
 
-// WeightField is one Weighted-policy slider.
+// WeightField is one Weighted-policy weight input; Max is the largest
+// weight the broker accepts.
 type WeightField struct {
 	Name  string
 	Label string
 	Value string
+	Max   string
 }
 
 // WorkloadForm is the demo workload switch.

@@ -531,7 +531,7 @@ func (b *consumerBackend) ReleaseReservation(ctx context.Context, id string) err
 			return nil
 		}
 	}
-	return fmt.Errorf("reservation %s does not exist", id)
+	return web.Classify(web.ErrNotFound, fmt.Errorf("reservation %s does not exist", id))
 }
 
 func (b *consumerBackend) Workload(ctx context.Context) (web.Workload, error) {

@@ -17,25 +17,30 @@ const (
 )
 
 // PlacementWeights are the Weighted strategy's relative metric weights. Each
-// is ≥ 0 and they need not sum to 1; a weight left out counts as 0. They are
+// is from 0 to 1000 (api.MaxWeight, the broker's rule) and they need not sum
+// to 1; a weight left out counts as 0. They are
 // numbers (not Quantities) because they are relative factors that are never
 // compared for equality, and they map one to one onto the heartbeat's
 // weights.
 type PlacementWeights struct {
 	// Price weighs the provider's price for one chunk (cheaper is better).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	Price float64 `json:"price,omitempty"`
 	// Carbon weighs the provider's carbon intensity (cleaner is better).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	Carbon float64 `json:"carbon,omitempty"`
 	// Distance weighs the distance to the provider (closer is better).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	Distance float64 `json:"distance,omitempty"`
 	// FreeCapacity weighs the provider's free chunks (more is better).
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	FreeCapacity float64 `json:"freeCapacity,omitempty"`
 }
