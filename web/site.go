@@ -46,7 +46,16 @@ type site struct {
 	log     *slog.Logger
 	clock   clock.WithTicker
 	refresh time.Duration
-	wsOpts  live.WSOptions
+	// coalesce is the shortest time between two publications: a burst of
+	// changes within it is published once, at its end.
+	coalesce time.Duration
+	// renderShare is the fraction of one core the publisher may spend: after
+	// a publication that took d, the next waits at least d/renderShare.
+	renderShare float64
+	// publications counts rendered-and-broadcast fragments (tests and
+	// benchmarks read it).
+	publications atomic.Int64
+	wsOpts       live.WSOptions
 	// life bounds websocket connections; cancelled when Run returns.
 	life       context.Context
 	lifeCancel context.CancelFunc
@@ -56,7 +65,34 @@ type site struct {
 	subscribe func(ctx context.Context) <-chan struct{}
 }
 
-func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, refresh time.Duration) (*site, error) {
+// DefaultCoalesce is the shortest time between two live publications of a
+// page (DashboardOptions.Coalesce, ConsoleOptions.Coalesce): at most 4 per
+// second, however fast the state changes.
+const DefaultCoalesce = 250 * time.Millisecond
+
+// DefaultRenderShare is the fraction of one core a page's live publisher
+// may spend rendering (DashboardOptions.RenderShare,
+// ConsoleOptions.RenderShare): 1 %. A page that takes 10 ms to render (a
+// dashboard of ~500 providers and 500 consumers) is published at most once
+// a second, one of 10 000 agents every few seconds.
+const DefaultRenderShare = 0.01
+
+// liveTiming is how often a page's live part is published.
+type liveTiming struct {
+	// Refresh re-renders without a change, so ages stay current (default
+	// 5s); only while a browser is connected.
+	Refresh time.Duration
+	// Coalesce is the shortest time between two publications: changes
+	// within it are published once (default DefaultCoalesce).
+	Coalesce time.Duration
+	// RenderShare bounds the publisher's CPU: after a publication that took
+	// d, the next one waits at least d/RenderShare (default
+	// DefaultRenderShare; at most 1).
+	RenderShare float64
+}
+
+func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, lt liveTiming) (*site, error) {
+	refresh, coalesce, share := lt.Refresh, lt.Coalesce, lt.RenderShare
 	if prefix != "" {
 		if !strings.HasPrefix(prefix, "/") || strings.HasSuffix(prefix, "/") {
 			return nil, errors.New("web: the path prefix must start with / and not end with / (or be empty)")
@@ -71,9 +107,15 @@ func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, refre
 	if refresh <= 0 {
 		refresh = 5 * time.Second
 	}
+	if coalesce <= 0 {
+		coalesce = DefaultCoalesce
+	}
+	if !(share > 0 && share <= 1) {
+		share = DefaultRenderShare
+	}
 	life, cancel := context.WithCancel(context.Background())
 	return &site{
-		prefix: prefix, title: title, log: log, clock: clk, refresh: refresh,
+		prefix: prefix, title: title, log: log, clock: clk, refresh: refresh, coalesce: coalesce, renderShare: share,
 		hub:    live.NewHub(log, live.DefaultClientBuffer),
 		wsOpts: live.WSOptions{Log: log},
 		life:   life, lifeCancel: cancel,
@@ -220,8 +262,14 @@ func (s *site) renderPage(c *fiber.Ctx, status int, comp templ.Component) error 
 	return c.Send(buf.Bytes())
 }
 
-// Run publishes the live fragment: at start, on every change signal and
-// every refresh period (so ages stay current), until ctx is done.
+// run publishes the live fragment until ctx is done, only while at least
+// one browser is connected: nothing is rendered for nobody. A change (or a
+// refresh period, so ages stay current) marks the page dirty; a dirty page
+// is published at most once per coalesce period (longer when rendering is
+// expensive, see renderShare), so a burst of changes costs one render. A
+// browser joining a hub without a current fragment
+// (nobody watched since the last publication) gets one at once, or at the
+// end of the current period.
 func (s *site) run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("web: Run was already called")
@@ -233,7 +281,42 @@ func (s *site) run(ctx context.Context) error {
 	changes := s.subscribe(ctx)
 	tick := s.clock.NewTicker(s.refresh)
 	defer tick.Stop()
-	s.publish(ctx)
+	var (
+		dirty bool
+		gap   = s.coalesce     // shortest time until the next publication
+		last  time.Time        // of the last publication
+		timer clock.Timer      // armed while a publication is due
+		due   <-chan time.Time // timer's channel; nil when none is armed
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	flush := func() {
+		dirty = false
+		last = s.clock.Now()
+		// The render's cost is measured on the wall clock (even with a fake
+		// s.clock): it is what the process spent.
+		start := time.Now()
+		s.publish(ctx)
+		gap = max(s.coalesce, time.Duration(float64(time.Since(start))/s.renderShare))
+	}
+	// schedule publishes now when the last publication is at least one
+	// period old, or arms the timer for the end of the period.
+	schedule := func() {
+		dirty = true
+		if due != nil || s.hub.Clients() == 0 {
+			return
+		}
+		wait := gap - s.clock.Since(last)
+		if wait <= 0 {
+			flush()
+			return
+		}
+		timer = s.clock.NewTimer(wait)
+		due = timer.C()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -245,9 +328,18 @@ func (s *site) run(ctx context.Context) error {
 				}
 				return errors.New("web: the backend closed its change subscription")
 			}
-			s.publish(ctx)
+			schedule()
+		case <-s.hub.Wanted():
+			schedule()
 		case <-tick.C():
-			s.publish(ctx)
+			if s.hub.Clients() > 0 {
+				schedule()
+			}
+		case <-due:
+			due, timer = nil, nil
+			if dirty && s.hub.Clients() > 0 {
+				flush()
+			}
 		}
 	}
 }
@@ -257,6 +349,7 @@ func (s *site) run(ctx context.Context) error {
 // it is stale; the notice goes away with the next good update. It runs on
 // the publisher goroutine only (failingSince is not shared).
 func (s *site) publish(ctx context.Context) {
+	s.publications.Add(1)
 	var buf bytes.Buffer
 	comp, err := s.render(ctx)
 	if err == nil {
