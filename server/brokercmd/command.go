@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/pprof"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -51,6 +52,9 @@ type Options struct {
 	// Limits bound what each listener holds (--max-conns,
 	// --max-conns-per-ip, --handshake-timeout; zero: automatic).
 	Limits netguard.Limits
+	// Pprof serves Go's profiles under /debug/pprof/ on the dashboard
+	// listener, behind --dashboard-token when set (--pprof).
+	Pprof bool
 	// Mounts add routes to the dashboard listener besides the web
 	// dashboard (which Run mounts itself).
 	Mounts []ops.Mount
@@ -99,6 +103,7 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst; 0: the default")
 	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
+	f.BoolVar(&o.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the dashboard listener (behind --dashboard-token when set; CPU profiles at most ?seconds=25: the listener's write timeout is 30s)")
 	o.Limits.AddFlags(f)
 	return cmd
 }
@@ -190,6 +195,18 @@ func webDashboard(ctx context.Context, svc *reservations.Service, o Options, log
 		}()
 		return ops.Access{Owns: d.Owns, Authenticated: d.Authenticated}
 	}, nil
+}
+
+// pprofMount serves /debug/pprof/ when on. Its routes are behind the
+// dashboard's token guard (the mount owns none of them).
+func pprofMount(on bool) []ops.Mount {
+	if !on {
+		return nil
+	}
+	return []ops.Mount{func(app *fiber.App) ops.Access {
+		app.Use(pprof.New())
+		return ops.Access{}
+	}}
 }
 
 // Run serves the broker until ctx ends (graceful shutdown) or a listener
@@ -312,7 +329,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			Readiness: ready,
 			Token:     o.DashboardToken,
 			Logger:    log,
-			Mounts:    append([]ops.Mount{webDash}, o.Mounts...),
+			Mounts:    append(append([]ops.Mount{webDash}, pprofMount(o.Pprof)...), o.Mounts...),
 		})
 		go serve("dashboard", dashApp, dashLn)
 		log.Info("Dashboard listening (HTTP)", "addr", dashLn.Addr().String(), "tokenRequired", o.DashboardToken != "")

@@ -44,6 +44,8 @@ type Options struct {
 	NoDashboard bool
 	// KeepDir keeps the started broker's directory (PKI, data, log).
 	KeepDir bool
+	// BrokerBinary is the binary started as the broker (default: this one).
+	BrokerBinary string
 }
 
 // NewCommand returns the `loadgen` subcommand.
@@ -97,6 +99,7 @@ every simulated agent from one address.`,
 	f.StringVar(&o.BrokerLogLevel, "broker-log-level", "info", "--log-level of the started broker (info logs a line per request, as a default deployment does)")
 	f.BoolVar(&o.NoDashboard, "no-dashboard", false, "start the broker without its dashboard listener")
 	f.StringArrayVar(&o.BrokerArgs, "broker-arg", nil, "extra flag for the started broker (repeatable), e.g. --broker-arg=--rate-limit-rps=10")
+	f.StringVar(&o.BrokerBinary, "broker-binary", "", "binary started by --start-broker (default: this one), e.g. an older build to compare")
 	f.BoolVar(&o.KeepDir, "keep-dir", false, "keep the started broker's directory (PKI, database, broker.log) and print its path")
 	f.StringVar(&c.BrokerURL, "broker-url", "", "Broker API URL of a running broker, e.g. https://127.0.0.1:8443")
 	f.StringVar(&o.PKIDir, "pki-dir", "", "directory with the federation's ca.crt and ca.key (issues the agents' certificates) for --broker-url")
@@ -205,9 +208,12 @@ func freePort() (string, error) {
 // startBroker starts `<this binary> broker` with a fresh PKI and database
 // and waits until it is ready.
 func startBroker(ctx context.Context, o Options, log *slog.Logger) (*broker, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("--start-broker: finding this binary: %w", err)
+	self := o.BrokerBinary
+	if self == "" {
+		var err error
+		if self, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("--start-broker: finding this binary: %w", err)
+		}
 	}
 	dir, err := os.MkdirTemp("", "fa-loadgen-")
 	if err != nil {
