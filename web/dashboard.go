@@ -40,8 +40,8 @@ type DashboardOptions struct {
 	// within it are published once (default DefaultCoalesce).
 	Coalesce time.Duration
 	// RenderShare is the fraction of one core the live publisher may spend:
-	// after a publication that took d, the next one waits at least
-	// d/RenderShare (default DefaultRenderShare).
+	// after a publication that cost d of CPU, the next one waits at least
+	// d/RenderShare, at most Refresh (default DefaultRenderShare).
 	RenderShare float64
 	// HistoryWindow is the span of the charts (default 1h); SampleEvery is
 	// the history resolution and the period at which the history is sampled,

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/url"
 	"path"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -72,9 +73,10 @@ const DefaultCoalesce = 250 * time.Millisecond
 
 // DefaultRenderShare is the fraction of one core a page's live publisher
 // may spend rendering (DashboardOptions.RenderShare,
-// ConsoleOptions.RenderShare): 1 %. A page that takes 10 ms to render (a
-// dashboard of ~500 providers and 500 consumers) is published at most once
-// a second, one of 10 000 agents every few seconds.
+// ConsoleOptions.RenderShare): 1 %. A page that costs 10 ms of CPU to
+// render (a dashboard of ~500 providers and 500 consumers) is published at
+// most once a second; a page costing more than Refresh/100 is published
+// once per Refresh, so its share grows past 1 % (see docs/performance.md).
 const DefaultRenderShare = 0.01
 
 // liveTiming is how often a page's live part is published.
@@ -85,9 +87,9 @@ type liveTiming struct {
 	// Coalesce is the shortest time between two publications: changes
 	// within it are published once (default DefaultCoalesce).
 	Coalesce time.Duration
-	// RenderShare bounds the publisher's CPU: after a publication that took
-	// d, the next one waits at least d/RenderShare (default
-	// DefaultRenderShare; at most 1).
+	// RenderShare bounds the publisher's CPU: after a publication that cost
+	// d of CPU, the next one waits at least d/RenderShare, but never more
+	// than Refresh (default DefaultRenderShare; at most 1).
 	RenderShare float64
 }
 
@@ -293,14 +295,25 @@ func (s *site) run(ctx context.Context) error {
 			timer.Stop()
 		}
 	}()
+	// The publisher's goroutine keeps its OS thread, so that a render's
+	// cost is the thread's CPU time: waiting for a core on a loaded machine
+	// does not count (wall-clock time where the thread's CPU time cannot be
+	// read).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	flush := func() {
 		dirty = false
 		last = s.clock.Now()
-		// The render's cost is measured on the wall clock (even with a fake
-		// s.clock): it is what the process spent.
-		start := time.Now()
+		cpu0, cpuOK := threadCPU()
+		wall0 := time.Now()
 		s.publish(ctx)
-		gap = max(s.coalesce, time.Duration(float64(time.Since(start))/s.renderShare))
+		cost := time.Since(wall0)
+		if cpu1, ok := threadCPU(); ok && cpuOK {
+			cost = cpu1 - cpu0
+		}
+		// At most one refresh period apart: ages on the page stay as
+		// current as Refresh promises even when a render is expensive.
+		gap = min(max(s.coalesce, time.Duration(float64(cost)/s.renderShare)), max(s.coalesce, s.refresh))
 	}
 	// schedule publishes now when the last publication is at least one
 	// period old, or arms the timer for the end of the period.
