@@ -16,6 +16,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/democmd"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/mockcmd"
 	"github.com/federation-autoscaler/federation-autoscaler/server/brokercmd"
+	"github.com/federation-autoscaler/federation-autoscaler/server/loadgencmd"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pkicmd"
 )
 
@@ -29,6 +30,7 @@ func main() {
 		mockcmd.NewGeoCommand(),
 		mockcmd.NewEcoCommand(),
 		democmd.NewCommand(),
+		loadgencmd.NewCommand(),
 	)
 	err := root.ExecuteContext(ctx)
 	stop()

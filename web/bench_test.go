@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web/live"
@@ -78,5 +79,77 @@ func BenchmarkHubBroadcast(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.Broadcast(ctx, msg)
+	}
+}
+
+// federation builds an overview of providers providers and consumers
+// consumers with a reservation per consumer (a load-test federation).
+func federation(now time.Time, providers, consumers int) api.Overview {
+	var ov api.Overview
+	for i := range providers {
+		ov.Advertisements = append(ov.Advertisements, ad(fmt.Sprintf("provider-%04d", i), int32(i%4), 0.1+float64(i%50)/100, now, true))
+	}
+	for i := range consumers {
+		ov.Consumers = append(ov.Consumers, api.OverviewConsumer{ClusterID: fmt.Sprintf("consumer-%04d", i), Placement: api.PlacementPrice, LastSeen: metav1.NewTime(now)})
+		ov.Reservations = append(ov.Reservations, api.OverviewReservation{ReservationResponse: api.ReservationResponse{
+			ReservationID: fmt.Sprintf("res-%d", i), Status: api.PhasePeered, CreatedAt: metav1.NewTime(now),
+		}})
+	}
+	ov.Capacity.TotalChunks = int32(4 * providers)
+	return ov
+}
+
+// BenchmarkPublisherPerChange guards what the dashboard's live publisher
+// costs per change of the broker's state: a federation of 500 providers and
+// 500 consumers changing 50 times a second (500+500 agents' heartbeats and
+// advertisements), on a fake clock. "no-viewer" must stay near zero (the
+// change is only noted); "one-viewer" pays one overview read, view model and
+// render per coalescing period (250 ms), amortised over the changes in it.
+// ns/change and allocs/change include the publisher goroutine's work.
+func BenchmarkPublisherPerChange(b *testing.B) {
+	for _, viewers := range []int{0, 1} {
+		name := "no-viewer"
+		if viewers == 1 {
+			name = "one-viewer"
+		}
+		b.Run(name, func(b *testing.B) {
+			t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+			clk := clocktesting.NewFakeClock(t0)
+			src := newVersionedSource(federation(t0, 500, 500))
+			d, ctx := startDashboard(b, src, DashboardOptions{Clock: clk, SampleEvery: time.Hour})
+			if viewers == 1 {
+				c, err := d.site.hub.Register(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer d.site.hub.Unregister(c)
+				go func() {
+					for {
+						select {
+						case <-c.Send():
+						case <-c.Done():
+							return
+						}
+					}
+				}()
+			}
+			const perChange = 20 * time.Millisecond // 50 changes a second
+			src.change(ctx)
+			pubs0 := d.site.publications.Load()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				src.change(ctx)
+				clk.Step(perChange)
+			}
+			src.change(ctx) // the last step's publication is done
+			b.StopTimer()
+			pubs := d.site.publications.Load() - pubs0
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/change")
+			b.ReportMetric(float64(pubs)/float64(b.N), "publications/change")
+			if viewers == 0 && pubs != 0 {
+				b.Fatalf("%d publications without a viewer", pubs)
+			}
+		})
 	}
 }

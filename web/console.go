@@ -26,16 +26,22 @@ type ConsoleOptions struct {
 	// Clock drives sessions, ages and the refresh ticker (default real).
 	Clock clock.WithTicker
 	// Refresh re-renders the live parts this often even without a change
-	// (default 5s).
+	// (default 5s), only while a browser is connected.
 	Refresh time.Duration
-	Log     *slog.Logger
+	// Coalesce is the shortest time between two live publications
+	// (default DefaultCoalesce).
+	Coalesce time.Duration
+	// RenderShare bounds the live publisher's CPU (default
+	// DefaultRenderShare): see DashboardOptions.RenderShare.
+	RenderShare float64
+	Log         *slog.Logger
 }
 
 func newConsoleSite(opts ConsoleOptions) (*site, error) {
 	if opts.Token == nil {
 		return nil, errors.New("web: a console needs a login token verifier (ConsoleOptions.Token)")
 	}
-	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, opts.Refresh)
+	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, liveTiming{opts.Refresh, opts.Coalesce, opts.RenderShare})
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a-h/templ"
@@ -33,10 +34,19 @@ type DashboardOptions struct {
 	// Clock drives ages, history and the refresh ticker (default real).
 	Clock clock.WithTicker
 	// Refresh re-renders the live part this often even without a change, so
-	// ages stay current (default 5s).
+	// ages stay current (default 5s); only while a browser is connected.
 	Refresh time.Duration
+	// Coalesce is the shortest time between two live publications: changes
+	// within it are published once (default DefaultCoalesce).
+	Coalesce time.Duration
+	// RenderShare is the fraction of one core the live publisher may spend:
+	// after a publication that cost d of CPU, the next one waits at least
+	// d/RenderShare, at most Refresh (default DefaultRenderShare).
+	RenderShare float64
 	// HistoryWindow is the span of the charts (default 1h); SampleEvery is
-	// the history resolution (default 5s).
+	// the history resolution and the period at which the history is sampled,
+	// whatever the rate of changes and whether or not anyone watches
+	// (default 5s).
 	HistoryWindow time.Duration
 	SampleEvery   time.Duration
 	// StaleAfter marks a provider stale when its last advertisement is older
@@ -51,6 +61,49 @@ type Dashboard struct {
 	src  OverviewSource
 	hist *history
 	opts DashboardOptions
+	// snap caches the last overview read, keyed by the source's version
+	// when the source is Versioned.
+	snap overviewCache
+}
+
+// Versioned is an optional interface of an OverviewSource: Version changes
+// after every change of the state the overview shows (it never goes back).
+// The dashboard reads the overview again only when the version moved.
+type Versioned interface {
+	Version() uint64
+}
+
+// overviewCache holds the overview read at a version of a Versioned
+// source.
+type overviewCache struct {
+	mu      sync.Mutex
+	src     Versioned // nil: the source is not versioned, never cached
+	valid   bool
+	version uint64
+	ov      api.Overview
+}
+
+// get returns the overview, read from read only when the version moved
+// since the last read. The overview must not be modified by the caller.
+func (c *overviewCache) get(ctx context.Context, read func(context.Context) (api.Overview, error)) (api.Overview, error) {
+	if c.src == nil {
+		return read(ctx)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// The version is taken before the read: the overview then holds at
+	// least every change up to it, so a change after it moves the version
+	// again and is read next time.
+	v := c.src.Version()
+	if c.valid && c.version == v {
+		return c.ov, nil
+	}
+	ov, err := read(ctx)
+	if err != nil {
+		return api.Overview{}, err
+	}
+	c.valid, c.version, c.ov = true, v, ov
+	return ov, nil
 }
 
 // NewDashboard builds the dashboard over src. Mount it on a Fiber app and
@@ -62,7 +115,7 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = 2 * time.Minute
 	}
-	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, opts.Refresh)
+	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, liveTiming{opts.Refresh, opts.Coalesce, opts.RenderShare})
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +130,7 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 		s.loginHint = "Use the token the broker was started with (--dashboard-token)."
 	}
 	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), opts: opts}
+	d.snap.src, _ = src.(Versioned)
 	s.subscribe = src.Subscribe
 	s.render = d.renderLive
 	return d, nil
@@ -104,9 +158,37 @@ func (d *Dashboard) Mount(app *fiber.App) {
 	d.site.route(app, fiber.MethodGet, "/", protect, d.get)
 }
 
-// Run pushes the dashboard to connected browsers on every change until ctx
-// is done. Call it once.
-func (d *Dashboard) Run(ctx context.Context) error { return d.site.run(ctx) }
+// Run samples the history every SampleEvery and pushes the dashboard to
+// connected browsers (coalesced, only while any is connected) until ctx is
+// done. Call it once.
+func (d *Dashboard) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sampled := make(chan struct{})
+	go func() { defer close(sampled); d.sample(ctx) }()
+	err := d.site.run(ctx)
+	cancel()
+	<-sampled
+	return err
+}
+
+// sample records the history at start and every SampleEvery until ctx is
+// done: a fixed cadence, independent of the rate of changes and of viewers.
+// With a Versioned source an unchanged state costs no overview read.
+func (d *Dashboard) sample(ctx context.Context) {
+	tick := d.site.clock.NewTicker(d.hist.every)
+	defer tick.Stop()
+	for {
+		if ov, err := d.snap.get(ctx, d.src.Overview); err == nil {
+			d.hist.record(d.site.clock.Now(), ov.Advertisements)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C():
+		}
+	}
+}
 
 // DropClients disconnects every browser; they reconnect by themselves.
 func (d *Dashboard) DropClients(ctx context.Context) { d.site.hub.DropAll(ctx) }
@@ -115,7 +197,7 @@ func (d *Dashboard) DropClients(ctx context.Context) { d.site.hub.DropAll(ctx) }
 func (d *Dashboard) Clients() int { return d.site.hub.Clients() }
 
 func (d *Dashboard) get(c *fiber.Ctx) error {
-	vm, err := d.model(c.UserContext(), false)
+	vm, err := d.model(c.UserContext())
 	if err != nil {
 		d.site.log.Error("dashboard: overview unavailable", "err", err)
 		return fiber.NewError(fiber.StatusServiceUnavailable, "the broker's state is unavailable; retry shortly")
@@ -124,25 +206,22 @@ func (d *Dashboard) get(c *fiber.Ctx) error {
 }
 
 func (d *Dashboard) renderLive(ctx context.Context) (templ.Component, error) {
-	vm, err := d.model(ctx, true)
+	vm, err := d.model(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return views.DashboardLive(vm), nil
 }
 
-// model reads the overview and, when record is set, samples it into the
-// history (only the publisher records, so page loads do not skew it).
-func (d *Dashboard) model(ctx context.Context, record bool) (views.Dashboard, error) {
-	ov, err := d.src.Overview(ctx)
+// model builds the page's view model from the (cached) overview and the
+// history. The history is recorded by the sampler only, so neither page
+// loads nor the rate of changes skew it.
+func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
+	ov, err := d.snap.get(ctx, d.src.Overview)
 	if err != nil {
 		return views.Dashboard{}, fmt.Errorf("read overview: %w", err)
 	}
-	now := d.site.clock.Now()
-	if record {
-		d.hist.record(now, ov.Advertisements)
-	}
-	return buildDashboard(now, ov, d.hist, d.opts.StaleAfter), nil
+	return buildDashboard(d.site.clock.Now(), ov, d.hist, d.opts.StaleAfter), nil
 }
 
 func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter time.Duration) views.Dashboard {

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/url"
 	"path"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,7 +46,16 @@ type site struct {
 	log     *slog.Logger
 	clock   clock.WithTicker
 	refresh time.Duration
-	wsOpts  live.WSOptions
+	// coalesce is the shortest time between two publications: a burst of
+	// changes within it is published once, at its end.
+	coalesce time.Duration
+	// renderShare is the fraction of one core the publisher may spend: after
+	// a publication that took d, the next waits at least d/renderShare.
+	renderShare float64
+	// publications counts rendered-and-broadcast fragments (tests and
+	// benchmarks read it).
+	publications atomic.Int64
+	wsOpts       live.WSOptions
 	// life bounds websocket connections; cancelled when Run returns.
 	life       context.Context
 	lifeCancel context.CancelFunc
@@ -55,7 +65,35 @@ type site struct {
 	subscribe func(ctx context.Context) <-chan struct{}
 }
 
-func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, refresh time.Duration) (*site, error) {
+// DefaultCoalesce is the shortest time between two live publications of a
+// page (DashboardOptions.Coalesce, ConsoleOptions.Coalesce): at most 4 per
+// second, however fast the state changes.
+const DefaultCoalesce = 250 * time.Millisecond
+
+// DefaultRenderShare is the fraction of one core a page's live publisher
+// may spend rendering (DashboardOptions.RenderShare,
+// ConsoleOptions.RenderShare): 1 %. A page that costs 10 ms of CPU to
+// render (a dashboard of ~500 providers and 500 consumers) is published at
+// most once a second; a page costing more than Refresh/100 is published
+// once per Refresh, so its share grows past 1 % (see docs/performance.md).
+const DefaultRenderShare = 0.01
+
+// liveTiming is how often a page's live part is published.
+type liveTiming struct {
+	// Refresh re-renders without a change, so ages stay current (default
+	// 5s); only while a browser is connected.
+	Refresh time.Duration
+	// Coalesce is the shortest time between two publications: changes
+	// within it are published once (default DefaultCoalesce).
+	Coalesce time.Duration
+	// RenderShare bounds the publisher's CPU: after a publication that cost
+	// d of CPU, the next one waits at least d/RenderShare, but never more
+	// than Refresh (default DefaultRenderShare; at most 1).
+	RenderShare float64
+}
+
+func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, lt liveTiming) (*site, error) {
+	refresh, coalesce, share := lt.Refresh, lt.Coalesce, lt.RenderShare
 	if prefix != "" {
 		if !strings.HasPrefix(prefix, "/") || strings.HasSuffix(prefix, "/") {
 			return nil, errors.New("web: the path prefix must start with / and not end with / (or be empty)")
@@ -70,9 +108,15 @@ func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, refre
 	if refresh <= 0 {
 		refresh = 5 * time.Second
 	}
+	if coalesce <= 0 {
+		coalesce = DefaultCoalesce
+	}
+	if !(share > 0 && share <= 1) {
+		share = DefaultRenderShare
+	}
 	life, cancel := context.WithCancel(context.Background())
 	return &site{
-		prefix: prefix, title: title, log: log, clock: clk, refresh: refresh,
+		prefix: prefix, title: title, log: log, clock: clk, refresh: refresh, coalesce: coalesce, renderShare: share,
 		hub:    live.NewHub(log, live.DefaultClientBuffer),
 		wsOpts: live.WSOptions{Log: log},
 		life:   life, lifeCancel: cancel,
@@ -218,8 +262,14 @@ func (s *site) renderPage(c *fiber.Ctx, status int, comp templ.Component) error 
 	return c.Send(buf.Bytes())
 }
 
-// Run publishes the live fragment: at start, on every change signal and
-// every refresh period (so ages stay current), until ctx is done.
+// run publishes the live fragment until ctx is done, only while at least
+// one browser is connected: nothing is rendered for nobody. A change (or a
+// refresh period, so ages stay current) marks the page dirty; a dirty page
+// is published at most once per coalesce period (longer when rendering is
+// expensive, see renderShare), so a burst of changes costs one render. A
+// browser joining a hub without a current fragment
+// (nobody watched since the last publication) gets one at once, or at the
+// end of the current period.
 func (s *site) run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return errors.New("web: Run was already called")
@@ -231,7 +281,53 @@ func (s *site) run(ctx context.Context) error {
 	changes := s.subscribe(ctx)
 	tick := s.clock.NewTicker(s.refresh)
 	defer tick.Stop()
-	s.publish(ctx)
+	var (
+		dirty bool
+		gap   = s.coalesce     // shortest time until the next publication
+		last  time.Time        // of the last publication
+		timer clock.Timer      // armed while a publication is due
+		due   <-chan time.Time // timer's channel; nil when none is armed
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	// The publisher's goroutine keeps its OS thread, so that a render's
+	// cost is the thread's CPU time: waiting for a core on a loaded machine
+	// does not count (wall-clock time where the thread's CPU time cannot be
+	// read).
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	flush := func() {
+		dirty = false
+		last = s.clock.Now()
+		cpu0, cpuOK := threadCPU()
+		wall0 := time.Now()
+		s.publish(ctx)
+		cost := time.Since(wall0)
+		if cpu1, ok := threadCPU(); ok && cpuOK {
+			cost = cpu1 - cpu0
+		}
+		// At most one refresh period apart: ages on the page stay as
+		// current as Refresh promises even when a render is expensive.
+		gap = min(max(s.coalesce, time.Duration(float64(cost)/s.renderShare)), max(s.coalesce, s.refresh))
+	}
+	// schedule publishes now when the last publication is at least one
+	// period old, or arms the timer for the end of the period.
+	schedule := func() {
+		dirty = true
+		if due != nil || s.hub.Clients() == 0 {
+			return
+		}
+		wait := gap - s.clock.Since(last)
+		if wait <= 0 {
+			flush()
+			return
+		}
+		timer = s.clock.NewTimer(wait)
+		due = timer.C()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -243,9 +339,18 @@ func (s *site) run(ctx context.Context) error {
 				}
 				return errors.New("web: the backend closed its change subscription")
 			}
-			s.publish(ctx)
+			schedule()
+		case <-s.hub.Wanted():
+			schedule()
 		case <-tick.C():
-			s.publish(ctx)
+			if s.hub.Clients() > 0 {
+				schedule()
+			}
+		case <-due:
+			due, timer = nil, nil
+			if dirty && s.hub.Clients() > 0 {
+				flush()
+			}
 		}
 	}
 }
@@ -255,6 +360,7 @@ func (s *site) run(ctx context.Context) error {
 // it is stale; the notice goes away with the next good update. It runs on
 // the publisher goroutine only (failingSince is not shared).
 func (s *site) publish(ctx context.Context) {
+	s.publications.Add(1)
 	var buf bytes.Buffer
 	comp, err := s.render(ctx)
 	if err == nil {

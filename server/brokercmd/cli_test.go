@@ -122,3 +122,31 @@ func TestServeAndGracefulStop(t *testing.T) {
 		t.Errorf("no database in the data dir: %v", err)
 	}
 }
+
+// TestPprofIsOptIn: /debug/pprof/ is served only with --pprof, and then
+// only with the dashboard token.
+func TestPprofIsOptIn(t *testing.T) {
+	p := resttest.NewPKI(t)
+	get := func(url string) int {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	off := startBroker(t, "--pki-dir", p.Dir, "--data-dir", t.TempDir())
+	if got := get("http://" + off.dashAddr + "/debug/pprof/"); got != http.StatusNotFound {
+		t.Errorf("without --pprof: /debug/pprof/ answered %d, want 404", got)
+	}
+	off.kill(t)
+	on := startBroker(t, "--pki-dir", p.Dir, "--data-dir", t.TempDir(), "--pprof", "--dashboard-token", "0123456789abcdef-token")
+	defer on.kill(t)
+	if got := get("http://" + on.dashAddr + "/debug/pprof/"); got != http.StatusUnauthorized {
+		t.Errorf("--pprof without the token: %d, want 401", got)
+	}
+	if got := get("http://" + on.dashAddr + "/debug/pprof/goroutine?debug=1&token=0123456789abcdef-token"); got != http.StatusOK {
+		t.Errorf("--pprof with the token: %d, want 200", got)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/pprof"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -57,6 +58,9 @@ type Options struct {
 	// ResetDamagedStore moves a damaged database aside and starts empty
 	// instead of refusing to start.
 	ResetDamagedStore bool
+	// Pprof serves Go's profiles under /debug/pprof/ on the dashboard
+	// listener, behind --dashboard-token when set (--pprof).
+	Pprof bool
 	// Mounts add routes to the dashboard listener besides the web
 	// dashboard (which Run mounts itself).
 	Mounts []ops.Mount
@@ -105,6 +109,7 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst; 0: the default")
 	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
+	f.BoolVar(&o.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the dashboard listener (behind --dashboard-token when set; CPU profiles at most ?seconds=25: the listener's write timeout is 30s)")
 	o.Limits.AddFlags(f)
 	f.BoolVar(&o.ResetDamagedStore, "reset-damaged-store", false, "when the database in --data-dir is damaged, move it aside (broker.db.damaged-<time>) and start with an empty one instead of refusing to start; an intact database is used as it is")
 	return cmd
@@ -197,6 +202,18 @@ func webDashboard(ctx context.Context, svc *reservations.Service, o Options, log
 		}()
 		return ops.Access{Owns: d.Owns, Authenticated: d.Authenticated}
 	}, nil
+}
+
+// pprofMount serves /debug/pprof/ when on. Its routes are behind the
+// dashboard's token guard (the mount owns none of them).
+func pprofMount(on bool) []ops.Mount {
+	if !on {
+		return nil
+	}
+	return []ops.Mount{func(app *fiber.App) ops.Access {
+		app.Use(pprof.New())
+		return ops.Access{}
+	}}
 }
 
 // Run serves the broker until ctx ends (graceful shutdown) or a listener
@@ -337,7 +354,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			Readiness: ready,
 			Token:     o.DashboardToken,
 			Logger:    log,
-			Mounts:    append([]ops.Mount{webDash}, o.Mounts...),
+			Mounts:    append(append([]ops.Mount{webDash}, pprofMount(o.Pprof)...), o.Mounts...),
 		})
 		go serve("dashboard", dashApp, dashLn)
 		log.Info("Dashboard listening (HTTP)", "addr", dashLn.Addr().String(), "tokenRequired", o.DashboardToken != "")

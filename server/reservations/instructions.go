@@ -91,6 +91,7 @@ func (s *Service) viewsLocked(cn string, role api.Role, now time.Time) []api.Ins
 		if ok {
 			out = append(out, v)
 			s.st.delivered[in.ID] = now
+			s.version.Add(1) // the overview shows lastDeliveredAt
 		}
 	}
 	return out

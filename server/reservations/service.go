@@ -141,6 +141,8 @@ type Service struct {
 	subMu  sync.Mutex
 	subs   map[uint64]chan struct{}
 	subSeq uint64
+	// version moves after every change the overview shows (see Version).
+	version atomic.Uint64
 }
 
 type commitReq struct {
@@ -324,7 +326,15 @@ func (s *Service) Subscribe(ctx context.Context) <-chan struct{} {
 	return ch
 }
 
+// Version moves (it only grows) after every change of the state the
+// overview shows: with every change signal (Subscribe), and when an
+// instruction is delivered (which signals nothing: delivery is not a
+// commit). A reader that takes Version before Overview can reuse that
+// overview for as long as Version has not moved.
+func (s *Service) Version() uint64 { return s.version.Load() }
+
 func (s *Service) notify() {
+	s.version.Add(1)
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
 	for _, ch := range s.subs {

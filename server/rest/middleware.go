@@ -262,15 +262,35 @@ func (s *server) accessLog(c *fiber.Ctx) error {
 	status := c.Response().StatusCode()
 	elapsed := s.now().Sub(start)
 	s.metrics.observe(route, c.Method(), status, elapsed)
-	if !s.log.Enabled(context.Background(), slog.LevelInfo) {
+	level := slog.LevelInfo
+	if status < 300 && periodic(c.Method(), route) {
+		level = slog.LevelDebug
+	}
+	if !s.log.Enabled(context.Background(), level) {
 		return nil
 	}
 	attrs := []any{"method", c.Method(), "route", route, "status", status, "duration", elapsed}
 	if id, ok := c.Locals(localIdentity).(identity); ok {
 		attrs = append(attrs, "clusterId", id.cn)
 	}
-	s.logger(c).Info("Request", attrs...)
+	s.logger(c).Log(c.UserContext(), level, "Request", attrs...)
 	return nil
+}
+
+// periodic reports whether method and route are one of the agents'
+// periodic calls (advertisement, heartbeat, node-group list, instruction
+// poll). Their successful answers are logged at debug level: at info they
+// were most of the log and a tenth of the broker's CPU under load
+// (docs/performance.md, Broker under load); their failures and every other
+// call stay at info.
+func periodic(method, route string) bool {
+	switch route {
+	case routeAdvertisements, routeHeartbeat:
+		return method == fiber.MethodPost
+	case routeNodeGroups, routeInstructions:
+		return method == fiber.MethodGet
+	}
+	return false
 }
 
 // identify authenticates the caller by the CN of its verified client

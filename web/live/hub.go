@@ -44,8 +44,11 @@ type Hub struct {
 	broadcast  chan []byte
 	dropAll    chan struct{}
 	stopped    chan struct{}
-	clients    atomic.Int64
-	dropped    atomic.Int64
+	// wanted signals (buffer 1) that a client joined a hub without a
+	// current fragment: the publisher should publish.
+	wanted  chan struct{}
+	clients atomic.Int64
+	dropped atomic.Int64
 }
 
 // NewHub returns a hub whose clients buffer bufSize messages (≤0 means
@@ -65,6 +68,7 @@ func NewHub(log *slog.Logger, bufSize int) *Hub {
 		broadcast:  make(chan []byte),
 		dropAll:    make(chan struct{}),
 		stopped:    make(chan struct{}),
+		wanted:     make(chan struct{}, 1),
 	}
 }
 
@@ -73,6 +77,11 @@ var ErrHubStopped = errors.New("live hub is stopped")
 
 // Run owns the client set until ctx is done; then every client is dropped.
 // Run must be called exactly once.
+//
+// The last broadcast fragment is kept only while at least one client is
+// connected: a publisher that stops publishing when nobody watches (see
+// Wanted) would otherwise hand a stale fragment to the next client. A
+// broadcast that finds no client is discarded for the same reason.
 func (h *Hub) Run(ctx context.Context) {
 	defer close(h.stopped)
 	clients := make(map[*Client]struct{})
@@ -85,6 +94,9 @@ func (h *Hub) Run(ctx context.Context) {
 		close(c.done)
 		delete(clients, c)
 		h.clients.Store(int64(len(clients)))
+		if len(clients) == 0 {
+			last = nil
+		}
 	}
 	for {
 		select {
@@ -98,6 +110,11 @@ func (h *Hub) Run(ctx context.Context) {
 			h.clients.Store(int64(len(clients)))
 			if last != nil {
 				c.send <- last // fresh buffer: never blocks
+			} else {
+				select {
+				case h.wanted <- struct{}{}:
+				default:
+				}
 			}
 		case c := <-h.unregister:
 			drop(c)
@@ -106,6 +123,9 @@ func (h *Hub) Run(ctx context.Context) {
 				drop(c)
 			}
 		case msg := <-h.broadcast:
+			if len(clients) == 0 {
+				continue
+			}
 			last = msg
 			for c := range clients {
 				select {
@@ -166,6 +186,11 @@ func (h *Hub) DropAll(ctx context.Context) {
 	case <-ctx.Done():
 	}
 }
+
+// Wanted receives a value (coalesced) when a client joined and the hub had
+// no fragment for it: nobody was connected since the last broadcast. A
+// publisher that publishes only while Clients() > 0 publishes on it.
+func (h *Hub) Wanted() <-chan struct{} { return h.wanted }
 
 // Clients is the number of connected clients (a gauge).
 func (h *Hub) Clients() int { return int(h.clients.Load()) }

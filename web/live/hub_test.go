@@ -72,6 +72,49 @@ func TestHubFanOutAndLateJoiner(t *testing.T) {
 	}
 }
 
+func TestHubKeepsAFragmentOnlyWhileWatched(t *testing.T) {
+	h, ctx := startHub(t, 4)
+	wanted := func() bool {
+		select {
+		case <-h.Wanted():
+			return true
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	}
+	h.Broadcast(ctx, []byte("nobody"))
+	a, err := h.Register(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !wanted() {
+		t.Fatal("a client joining a hub without a fragment must signal Wanted")
+	}
+	h.Broadcast(ctx, []byte("one"))
+	if got := recv(t, a); got != "one" {
+		t.Fatalf("got %q, want one (the broadcast without clients is discarded)", got)
+	}
+	b, _ := h.Register(ctx)
+	if got := recv(t, b); got != "one" {
+		t.Fatalf("a joiner while others watch gets the current fragment; got %q", got)
+	}
+	if wanted() {
+		t.Fatal("Wanted signalled although the hub had a fragment")
+	}
+	h.Unregister(a)
+	h.Unregister(b)
+	<-b.Done()
+	c, _ := h.Register(ctx)
+	if !wanted() {
+		t.Fatal("after the last client left, the fragment must be forgotten and a joiner must signal Wanted")
+	}
+	select {
+	case m := <-c.Send():
+		t.Fatalf("a stale fragment %q was handed to a client joining an empty hub", m)
+	default:
+	}
+}
+
 func TestHubDropsSlowClient(t *testing.T) {
 	h, ctx := startHub(t, 2)
 	slow, _ := h.Register(ctx)
@@ -138,12 +181,18 @@ func TestWebsocketThroughFiber(t *testing.T) {
 
 	dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	h.Broadcast(ctx, []byte(`<div id="a">first</div>`))
 	c, _, err := websocket.Dial(dctx, url, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"http://" + ln.Addr().String()}}})
 	if err != nil {
 		t.Fatalf("dial through the hijack: %v", err)
 	}
 	defer c.CloseNow()
+	// The client joined a hub without a fragment: the hub asks for one.
+	select {
+	case <-h.Wanted():
+	case <-dctx.Done():
+		t.Fatal("the hub did not ask for a fragment for its first client")
+	}
+	h.Broadcast(ctx, []byte(`<div id="a">first</div>`))
 	read := func() string {
 		_, b, err := c.Read(dctx)
 		if err != nil {

@@ -1,0 +1,108 @@
+package loadgencmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
+	"github.com/federation-autoscaler/federation-autoscaler/server/loadgen"
+)
+
+// TestLoadgenAgainstTheRealBroker runs the load generator at a small size
+// against the real broker binary it starts itself (with its dashboard and
+// one websocket viewer) and checks that every figure is produced and that
+// nothing failed.
+func TestLoadgenAgainstTheRealBroker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the broker binary and runs for ~30 s")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	bin, err := testbin.Build(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, bin, "loadgen", "--start-broker", "--providers", "150", "--consumers", "150",
+		"--warmup", "8s", "--duration", "15s", "--advertise-every", "5s", "--long-poll-wait", "3s",
+		"--viewers", "1", "--output", "json")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("loadgen: %v\n%s", err, stderr.String())
+	}
+	var rep loadgen.Report
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, stdout.String())
+	}
+	t.Logf("report: %s", stdout.String())
+	if rep.Errors != 0 {
+		t.Errorf("%d errors, want 0: %+v", rep.Errors, rep.Routes)
+	}
+	if len(rep.Routes) != 4 {
+		t.Fatalf("%d routes reported, want 4", len(rep.Routes))
+	}
+	for _, r := range rep.Routes {
+		if r.Requests == 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms || r.MaxMs < r.P99Ms {
+			t.Errorf("route %s: %d requests, p50 %.3f, p99 %.3f, max %.3f ms: want requests and ordered percentiles", r.Route, r.Requests, r.P50Ms, r.P99Ms, r.MaxMs)
+		}
+	}
+	for name, v := range map[string]float64{
+		"broker CPU per request": rep.BrokerCPUMsPerRequest, "broker RSS": rep.BrokerRSSMiBMax,
+		"requests/s": rep.RequestsPerSecond, "generator CPU": rep.GeneratorCPUSeconds,
+	} {
+		if !(v > 0) {
+			t.Errorf("%s = %v, want > 0", name, v)
+		}
+	}
+	if rep.Certificates.Count != 300 || rep.LoadAverageEnd == "" {
+		t.Errorf("certificates %+v, load average %q", rep.Certificates, rep.LoadAverageEnd)
+	}
+	if rep.ViewerMessages == 0 {
+		t.Error("the dashboard viewer received no live fragment during the window")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	base := func() Options {
+		o := Options{StartBroker: true, Instructions: "longpoll", Output: "markdown", BrokerLogLevel: "info"}
+		o.Config.Providers, o.Config.Consumers = 1, 1
+		o.Config.Warmup, o.Config.Window = time.Second, time.Second
+		o.Config.AdvertiseEvery, o.Config.HeartbeatEvery, o.Config.NodeGroupsEvery = time.Second, time.Second, time.Second
+		o.Config.PollEvery, o.Config.LongPollWait = time.Second, time.Second
+		return o
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*Options)
+		want   string
+	}{
+		{"valid", func(*Options) {}, ""},
+		{"no agents", func(o *Options) { o.Config.Providers, o.Config.Consumers = 0, 0 }, "at least one agent"},
+		{"mode", func(o *Options) { o.Instructions = "push" }, "want longpoll or poll"},
+		{"output", func(o *Options) { o.Output = "yaml" }, "want markdown or json"},
+		{"long wait", func(o *Options) { o.Config.LongPollWait = 2 * time.Minute }, "at most 60s"},
+		{"no broker", func(o *Options) { o.StartBroker = false }, "--broker-url and --pki-dir"},
+		{"both", func(o *Options) { o.Config.BrokerURL = "https://x:1" }, "drop --broker-url"},
+		{"zero window", func(o *Options) { o.Config.Window = 0 }, "--duration must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base()
+			tc.change(&o)
+			err := o.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,163 @@
+package web
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web/live"
+)
+
+// versionedSource is a Versioned OverviewSource whose change signal is
+// unbuffered: a send returns once the publisher took it, so a test knows
+// every earlier change was handled when the next send returns.
+type versionedSource struct {
+	ov      api.Overview
+	changes chan struct{}
+	version atomic.Uint64
+	reads   atomic.Int64
+}
+
+func newVersionedSource(ov api.Overview) *versionedSource {
+	return &versionedSource{ov: ov, changes: make(chan struct{})}
+}
+
+func (v *versionedSource) Overview(context.Context) (api.Overview, error) {
+	v.reads.Add(1)
+	return v.ov, nil
+}
+
+func (v *versionedSource) Subscribe(context.Context) <-chan struct{} { return v.changes }
+func (v *versionedSource) Version() uint64                           { return v.version.Load() }
+
+// change bumps the version and hands the signal to the publisher.
+func (v *versionedSource) change(ctx context.Context) {
+	v.version.Add(1)
+	select {
+	case v.changes <- struct{}{}:
+	case <-ctx.Done():
+	}
+}
+
+func startDashboard(t testing.TB, src OverviewSource, opts DashboardOptions) (*Dashboard, context.Context) {
+	t.Helper()
+	d, err := NewDashboard(src, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return d, ctx
+}
+
+func recvFragment(t *testing.T, c *live.Client) {
+	t.Helper()
+	select {
+	case <-c.Send():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no fragment within 10s")
+	}
+}
+
+// TestPublisherRendersOnlyForViewers: changes without a viewer render
+// nothing; a viewer joining gets the current state at once; while it
+// watches, a burst of changes is published once per coalescing period;
+// the overview is read again only when the version moved.
+func TestPublisherRendersOnlyForViewers(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	src := newVersionedSource(api.Overview{Advertisements: []api.AdvertisementSnapshot{ad("milan", 1, 0.2, t0, true)}})
+	d, ctx := startDashboard(t, src, DashboardOptions{Clock: clk, Coalesce: 250 * time.Millisecond, RenderShare: 1, Refresh: time.Second, SampleEvery: time.Hour})
+	pubs := func() int64 { return d.site.publications.Load() }
+	waitSampled(t, d, "milan", 1) // the sampler's first read is done
+
+	for range 100 {
+		src.change(ctx)
+	}
+	src.change(ctx) // returns once the 100th change was handled
+	if got := pubs(); got != 0 {
+		t.Fatalf("%d publications without a viewer, want 0", got)
+	}
+
+	c, err := d.site.hub.Register(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.site.hub.Unregister(c)
+	recvFragment(t, c)
+	if got := pubs(); got != 1 {
+		t.Fatalf("%d publications after a viewer joined, want 1", got)
+	}
+	readsAfterJoin := src.reads.Load()
+
+	for range 50 {
+		src.change(ctx)
+	}
+	src.change(ctx)
+	if got := pubs(); got != 1 {
+		t.Fatalf("a burst inside the coalescing period published %d more times, want 0 before the period ends", got-1)
+	}
+	clk.Step(250 * time.Millisecond)
+	recvFragment(t, c)
+	if got := pubs(); got != 2 {
+		t.Fatalf("%d publications after one period, want 2 (the burst published once)", got)
+	}
+	if got := src.reads.Load() - readsAfterJoin; got != 1 {
+		t.Fatalf("the burst's publication read the overview %d times, want 1", got)
+	}
+
+	// A refresh with an unchanged version re-renders (ages move) without
+	// reading the overview.
+	reads := src.reads.Load()
+	clk.Step(750 * time.Millisecond) // the refresh period (1s) ends
+	recvFragment(t, c)
+	if got := pubs(); got != 3 {
+		t.Fatalf("%d publications after the refresh, want 3", got)
+	}
+	if got := src.reads.Load(); got != reads {
+		t.Fatalf("a refresh at an unchanged version read the overview %d times", got-reads)
+	}
+}
+
+// TestHistoryIsSampledAtAFixedCadence: the history gets one sample per
+// SampleEvery whatever the rate of changes, with or without viewers.
+func TestHistoryIsSampledAtAFixedCadence(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(t0)
+	src := newVersionedSource(api.Overview{Advertisements: []api.AdvertisementSnapshot{ad("milan", 1, 0.2, t0, true)}})
+	d, ctx := startDashboard(t, src, DashboardOptions{Clock: clk, SampleEvery: 5 * time.Second, HistoryWindow: time.Hour})
+	waitSampled(t, d, "milan", 1)
+	for range 200 {
+		src.change(ctx)
+	}
+	if got := samplesOf(d, "milan"); got != 1 {
+		t.Fatalf("changes added samples: %d, want 1", got)
+	}
+	for i := 2; i <= 4; i++ {
+		clk.Step(5 * time.Second)
+		waitSampled(t, d, "milan", i)
+	}
+}
+
+func samplesOf(d *Dashboard, id string) int {
+	_, s := d.hist.snapshot()
+	return len(s[id])
+}
+
+// waitSampled polls (10 s at most) until the history of id holds n samples.
+func waitSampled(t *testing.T, d *Dashboard, id string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for samplesOf(d, id) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("history of %s holds %d samples, want %d", id, samplesOf(d, id), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
