@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -248,7 +249,7 @@ func TestBrowser(t *testing.T) {
 		u.ok(p.Locator("#cap_value_cpu").Fill("150"), "bad percentage")
 		u.ok(p.Locator("[data-testid=apply]").Click(), "apply invalid")
 		u.ok(u.expect.Locator(p.Locator("[data-testid=err-price_cpu]")).ToContainText("is not a number"), "price error shown")
-		u.ok(u.expect.Locator(p.Locator("[data-testid=err-cap_value_cpu]")).ToContainText("1 to 100"), "cap error shown")
+		u.ok(u.expect.Locator(p.Locator("[data-testid=err-cap_value_cpu]")).ToContainText("0 to 100"), "cap error shown")
 		u.ok(u.expect.Locator(p.Locator("#price_cpu")).ToHaveValue("cheap"), "input kept")
 		u.screenshot(p, "provider-validation.png")
 	})
@@ -302,8 +303,20 @@ func TestBrowser(t *testing.T) {
 		mid, err := manual.GetAttribute("data-reservation")
 		u.ok(err, "manual reservation id")
 		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] td:nth-child(3)", mid))).ToHaveText(other), "dashboard shows the manual reservation")
+		// The lending provider's console shows the broker's loans and counts.
+		pc := newPage(u, b)
+		login(u, pc, tg.Providers[other])
+		shown := expectProviderConsoleTruth(u, tg, pc, other)
+		if !slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {
+			t.Fatalf("the provider console of %s does not list the manual loan %s: %v", other, mid, shown.Loans)
+		}
+		u.screenshot(pc, "provider-console-loans.png")
 		u.ok(manual.Locator("button.danger").Click(), "release the manual reservation")
 		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] .timeline li.cur", mid))).ToContainText("Released"), "dashboard timeline ends Released")
+		shown = expectProviderConsoleTruth(u, tg, pc, other)
+		if slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {
+			t.Fatalf("the provider console of %s still lists the released loan %s", other, mid)
+		}
 	})
 
 	t.Run("writes without CSRF and wrong login tokens are refused", func(t *testing.T) {

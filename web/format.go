@@ -82,6 +82,15 @@ func money(v float64) string {
 	return fmt.Sprintf("%.4f", v)
 }
 
+// perHour renders a cost per hour ("0.0280 /h"); nil is "unpriced" (a
+// resource without a price), never 0.
+func perHour(v *float64) string {
+	if v == nil {
+		return "unpriced"
+	}
+	return money(*v) + " /h"
+}
+
 func carbon(v *float64) string {
 	if v == nil {
 		return dash

@@ -319,7 +319,7 @@ func providerStatusView(now time.Time, st ProviderStatus) views.ProviderStatus {
 	for _, l := range loans {
 		v.Loans = append(v.Loans, views.LoanRow{
 			Reservation: l.ReservationID, Consumer: l.ConsumerClusterID, Chunks: chunksLabel(l.ChunkCount, l.ChunkType),
-			Phase: string(l.Phase), PhaseClass: phaseClass(l.Phase), Since: ago(now, l.Since),
+			Phase: string(l.Phase), PhaseClass: phaseClass(l.Phase), Since: ago(now, l.Since), Price: perHour(l.CostPerHour),
 		})
 	}
 	return v

@@ -72,6 +72,9 @@ func hash(v any) string {
 type ProviderAgent interface {
 	Sharing() *provider.Store
 	LastAdvertisement() (*api.AdvertisementRequest, api.AdvertisementResponse)
+	// BrokerView is the broker's last view of the provider (chunks, loans)
+	// and the error of the last read.
+	BrokerView() (*api.AdvertisementSnapshot, string)
 }
 
 // Provider implements web.ProviderBackend over a provider agent.
@@ -82,14 +85,19 @@ type Provider struct {
 
 var _ web.ProviderBackend = (*Provider)(nil)
 
-// Status reports the discovered location, carbon, capacity and chunks of
-// the last accepted advertisement. Loans are not known to a provider agent
-// (the broker holds them) and stay empty.
+// Status reports the discovered location, carbon and capacity of the last
+// accepted advertisement, and the broker's view of the provider: when it
+// last accepted an advertisement, the chunks per type (total, reserved,
+// free) and every live loan.
 func (p *Provider) Status(context.Context) (web.ProviderStatus, error) {
 	st := web.ProviderStatus{ClusterID: p.ClusterID}
+	view, viewErr := p.Agent.BrokerView()
+	st.BrokerError = viewErr
 	req, resp := p.Agent.LastAdvertisement()
 	if req == nil {
-		st.BrokerError = "no advertisement accepted yet"
+		if st.BrokerError == "" {
+			st.BrokerError = "no advertisement accepted yet"
+		}
 		return st, nil
 	}
 	st.Topology = req.Topology
@@ -98,6 +106,23 @@ func (p *Provider) Status(context.Context) (web.ProviderStatus, error) {
 		st.CarbonWeighted = &w
 	}
 	st.Resources = req.Resources
+	if view != nil {
+		st.LastAdvertised = view.LastSeen.Time
+		st.Chunks = view.Chunks
+		for _, l := range view.Loans {
+			since := l.CreatedAt.Time
+			if l.ActivatedAt != nil {
+				since = l.ActivatedAt.Time
+			}
+			st.Loans = append(st.Loans, web.Loan{
+				ReservationID: l.ReservationID, ConsumerClusterID: l.ConsumerClusterID, ChunkType: l.ChunkType,
+				ChunkCount: l.ChunkCount, Phase: l.Status, Since: since, CostPerHour: l.CostPerHour,
+			})
+		}
+		return st, nil
+	}
+	// Accepted, but the broker's view was not read yet: the totals of the
+	// advertisement's answer.
 	if len(resp.ChunkCounts) > 0 {
 		st.Chunks = map[api.ChunkType]api.ChunkCounts{}
 		for t, n := range resp.ChunkCounts {
@@ -165,7 +190,8 @@ func (p *Provider) ApplySharing(_ context.Context, cfg web.SharingConfig) error 
 func (p *Provider) Subscribe(ctx context.Context) <-chan struct{} {
 	return changes(ctx, PollInterval, func(context.Context) string {
 		req, resp := p.Agent.LastAdvertisement()
-		return hash([]any{p.Agent.Sharing().Config(), req, resp.ChunkCounts, resp.ChunkCount})
+		view, viewErr := p.Agent.BrokerView()
+		return hash([]any{p.Agent.Sharing().Config(), req, resp.ChunkCounts, resp.ChunkCount, view, viewErr})
 	})
 }
 

@@ -25,10 +25,14 @@ import (
 )
 
 type providerAgent struct {
-	store *provider.Store
-	req   *api.AdvertisementRequest
-	resp  api.AdvertisementResponse
+	store   *provider.Store
+	req     *api.AdvertisementRequest
+	resp    api.AdvertisementResponse
+	view    *api.AdvertisementSnapshot
+	viewErr string
 }
+
+func (p *providerAgent) BrokerView() (*api.AdvertisementSnapshot, string) { return p.view, p.viewErr }
 
 func (p *providerAgent) Sharing() *provider.Store { return p.store }
 func (p *providerAgent) LastAdvertisement() (*api.AdvertisementRequest, api.AdvertisementResponse) {
@@ -196,5 +200,61 @@ func TestConsumer(t *testing.T) {
 	}
 	if _, err := c.CreateReservation(ctx, web.ReservationSpec{}); err == nil {
 		t.Error("a reservation without a provider was accepted")
+	}
+}
+
+// The provider console shows the broker's view: when it last accepted an
+// advertisement, the chunks per type with reserved and free, and the loans.
+func TestProviderStatusFromBrokerView(t *testing.T) {
+	seen := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	active := metav1.NewTime(seen.Add(-time.Minute))
+	cost := 0.056
+	agent := &providerAgent{
+		req:  &api.AdvertisementRequest{ClusterID: "paris"},
+		resp: api.AdvertisementResponse{Accepted: true, ChunkCounts: map[api.ChunkType]int32{api.ChunkStandard: 4}},
+	}
+	p := &Provider{ClusterID: "paris", Agent: agent}
+	st, err := p.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before the first read of the view: the advertisement's totals.
+	if st.Chunks[api.ChunkStandard].TotalChunks != 4 || len(st.Loans) != 0 || !st.LastAdvertised.IsZero() {
+		t.Errorf("before a view: %+v", st)
+	}
+	agent.view = &api.AdvertisementSnapshot{
+		ClusterID: "paris", LastSeen: metav1.NewTime(seen),
+		Chunks: map[api.ChunkType]api.ChunkCounts{api.ChunkStandard: {TotalChunks: 4, ReservedChunks: 2, AvailableChunks: 2}},
+		Loans: []api.ProviderLoan{
+			{ReservationID: "r1", ConsumerClusterID: "london", ChunkType: api.ChunkStandard, ChunkCount: 2, Status: api.PhasePeered,
+				CreatedAt: metav1.NewTime(seen.Add(-2 * time.Minute)), ActivatedAt: &active, CostPerHour: &cost},
+			{ReservationID: "r2", ConsumerClusterID: "rome", ChunkType: api.ChunkStandard, ChunkCount: 1, Status: api.PhasePending,
+				CreatedAt: metav1.NewTime(seen)},
+		},
+	}
+	agent.viewErr = "broker unreachable: connection refused"
+	st, err = p.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.LastAdvertised.Equal(seen) || st.BrokerError != agent.viewErr {
+		t.Errorf("last advertised %v, error %q", st.LastAdvertised, st.BrokerError)
+	}
+	if got := st.Chunks[api.ChunkStandard]; got != (api.ChunkCounts{TotalChunks: 4, ReservedChunks: 2, AvailableChunks: 2}) {
+		t.Errorf("chunks = %+v", got)
+	}
+	want := []web.Loan{
+		{ReservationID: "r1", ConsumerClusterID: "london", ChunkType: api.ChunkStandard, ChunkCount: 2, Phase: api.PhasePeered, Since: active.Time, CostPerHour: &cost},
+		{ReservationID: "r2", ConsumerClusterID: "rome", ChunkType: api.ChunkStandard, ChunkCount: 1, Phase: api.PhasePending, Since: seen},
+	}
+	if len(st.Loans) != len(want) {
+		t.Fatalf("loans = %+v", st.Loans)
+	}
+	for i, w := range want {
+		g := st.Loans[i]
+		if g.ReservationID != w.ReservationID || g.ConsumerClusterID != w.ConsumerClusterID || g.ChunkCount != w.ChunkCount ||
+			g.Phase != w.Phase || !g.Since.Equal(w.Since) || (g.CostPerHour == nil) != (w.CostPerHour == nil) {
+			t.Errorf("loan %d = %+v, want %+v", i, g, w)
+		}
 	}
 }

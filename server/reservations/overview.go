@@ -38,24 +38,20 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 		if p.available {
 			capy.AvailableProviderCount++
 		}
-		for typ, n := range p.chunks {
-			res := s.st.reserved[ptKey{id, typ}]
-			avail := int32(0)
-			if p.available {
-				avail = max(n-res, 0)
-			}
+		snap := s.snapshot(id, p, true)
+		for typ, n := range snap.Chunks {
 			cc := capy.ByChunkType[typ]
 			// Saturating: a total over providers at the int32 maximum
 			// stays at the maximum instead of wrapping.
-			cc.TotalChunks = placement.AddChunks(cc.TotalChunks, n)
-			cc.ReservedChunks = placement.AddChunks(cc.ReservedChunks, res)
-			cc.AvailableChunks = placement.AddChunks(cc.AvailableChunks, avail)
+			cc.TotalChunks = placement.AddChunks(cc.TotalChunks, n.TotalChunks)
+			cc.ReservedChunks = placement.AddChunks(cc.ReservedChunks, n.ReservedChunks)
+			cc.AvailableChunks = placement.AddChunks(cc.AvailableChunks, n.AvailableChunks)
 			capy.ByChunkType[typ] = cc
-			capy.TotalChunks = placement.AddChunks(capy.TotalChunks, n)
-			capy.ReservedChunks = placement.AddChunks(capy.ReservedChunks, res)
-			capy.AvailableChunks = placement.AddChunks(capy.AvailableChunks, avail)
+			capy.TotalChunks = placement.AddChunks(capy.TotalChunks, n.TotalChunks)
+			capy.ReservedChunks = placement.AddChunks(capy.ReservedChunks, n.ReservedChunks)
+			capy.AvailableChunks = placement.AddChunks(capy.AvailableChunks, n.AvailableChunks)
 		}
-		ov.Advertisements = append(ov.Advertisements, s.snapshot(id, p, true))
+		ov.Advertisements = append(ov.Advertisements, snap)
 	}
 	ov.Capacity = capy
 	for _, r := range s.sortedReservations() {

@@ -43,6 +43,8 @@ type LoanRow struct {
 	Phase       string
 	PhaseClass  string
 	Since       string
+	// Price is what the loan earns per hour at the current prices.
+	Price string
 }
 
 // SharingForm is the provider's sharing configuration form.

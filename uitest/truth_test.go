@@ -1,0 +1,133 @@
+package uitest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/playwright-community/playwright-go"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// truthDeadline bounds how long a page may take to show the broker's state
+// (the provider agent re-reads it every 5 s at the latest).
+const truthDeadline = 30 * time.Second
+
+// providerConsoleShown is what a provider console shows: its loans and its
+// chunk table, as comparable strings.
+type providerConsoleShown struct {
+	Loans  []string `json:"loans"`  // id|consumer|chunks
+	Prices []string `json:"prices"` // id|price text
+	Chunks []string `json:"chunks"` // type|total|reserved|free
+	Broker string   `json:"broker"`
+	LastAd string   `json:"lastAd"`
+}
+
+const readProviderConsole = `() => {
+	const txt = (el) => (el ? el.textContent.trim() : '');
+	const out = {loans: [], prices: [], chunks: [], broker: txt(document.querySelector('#ps-h .badge')), lastAd: ''};
+	document.querySelectorAll('[data-testid=loan]').forEach((tr) => {
+		const td = tr.querySelectorAll('td');
+		out.loans.push([tr.dataset.reservation, txt(td[1]), txt(td[2])].join('|'));
+		out.prices.push(tr.dataset.reservation + '|' + txt(tr.querySelector('[data-testid=loan-price]')));
+	});
+	document.querySelectorAll('#provider-status [data-testid=chunk-types] tbody tr').forEach((tr) => {
+		const td = tr.querySelectorAll('td');
+		if (td.length >= 4) { out.chunks.push([txt(td[0]), txt(td[1]), txt(td[2]), txt(td[3])].join('|')); }
+	});
+	document.querySelectorAll('#provider-status dt').forEach((dt) => {
+		if (txt(dt) === 'Last advertisement') { out.lastAd = txt(dt.nextElementSibling); }
+	});
+	return JSON.stringify(out);
+}`
+
+// providerConsoleWant is what the broker says provider id's console must
+// show.
+func providerConsoleWant(ov api.Overview, id string) (providerConsoleShown, *api.AdvertisementSnapshot) {
+	var w providerConsoleShown
+	for _, r := range ov.Reservations {
+		if r.ProviderClusterID != id || r.Status.Terminal() {
+			continue
+		}
+		typ := r.ChunkType
+		if typ == "" {
+			typ = api.ChunkStandard
+		}
+		w.Loans = append(w.Loans, fmt.Sprintf("%s|%s|%d × %s", r.ReservationID, r.ConsumerClusterID, r.ChunkCount, typ))
+	}
+	var snap *api.AdvertisementSnapshot
+	for i := range ov.Advertisements {
+		a := &ov.Advertisements[i]
+		if a.ClusterID != id {
+			continue
+		}
+		snap = a
+		for typ, c := range a.Chunks {
+			w.Chunks = append(w.Chunks, fmt.Sprintf("%s|%d|%d|%d", typ, c.TotalChunks, c.ReservedChunks, c.AvailableChunks))
+		}
+	}
+	slices.Sort(w.Loans)
+	slices.Sort(w.Chunks)
+	return w, snap
+}
+
+var firstNumber = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
+
+// expectProviderConsoleTruth polls until provider id's console (page p,
+// logged in) shows exactly the broker's live loans of id and its chunk
+// counts, then checks each loan's price against the broker's cost per
+// chunk.
+func expectProviderConsoleTruth(u *ui, tg *Target, p playwright.Page, id string) providerConsoleShown {
+	u.t.Helper()
+	deadline := time.Now().Add(truthDeadline)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ov, err := tg.BrokerOverview(ctx)
+		cancel()
+		u.ok(err, "read the broker's state")
+		want, snap := providerConsoleWant(ov, id)
+		raw, err := p.Evaluate(readProviderConsole)
+		u.ok(err, "read the provider console")
+		var got providerConsoleShown
+		u.ok(json.Unmarshal([]byte(raw.(string)), &got), "decode the provider console")
+		slices.Sort(got.Loans)
+		slices.Sort(got.Chunks)
+		if slices.Equal(got.Loans, want.Loans) && slices.Equal(got.Chunks, want.Chunks) && len(want.Chunks) > 0 {
+			if got.Broker != "advertised" || got.LastAd == "never" || got.LastAd == "" {
+				u.t.Fatalf("provider console of %s says %q, last advertisement %q, while the broker has its advertisement", id, got.Broker, got.LastAd)
+			}
+			if snap != nil && snap.CostPerChunk > 0 {
+				for _, pr := range got.Prices {
+					rid, text, _ := strings.Cut(pr, "|")
+					n := loanChunks(ov, rid)
+					v, err := strconv.ParseFloat(firstNumber.FindString(text), 64)
+					if err != nil || math.Abs(v-snap.CostPerChunk*float64(n)) > 0.00005 {
+						u.t.Fatalf("loan %s on %s shows price %q, the broker's cost is %d × %.4f per hour", rid, id, text, n, snap.CostPerChunk)
+					}
+				}
+			}
+			return got
+		}
+		if time.Now().After(deadline) {
+			u.t.Fatalf("after %v the provider console of %s shows loans %v and chunks %v; the broker has loans %v and chunks %v",
+				truthDeadline, id, got.Loans, got.Chunks, want.Loans, want.Chunks)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func loanChunks(ov api.Overview, id string) int32 {
+	for _, r := range ov.Reservations {
+		if r.ReservationID == id {
+			return r.ChunkCount
+		}
+	}
+	return 0
+}
