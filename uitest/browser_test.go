@@ -283,39 +283,66 @@ func TestBrowser(t *testing.T) {
 		u.screenshot(consumer, "consumer-console.png")
 		u.screenshot(dash, "dashboard-reservation.png")
 
-		// A manual reservation next to the autoscaler's, then released.
+		// A 2-chunk manual reservation next to the autoscaler's (two one-chunk
+		// reservations), then released.
 		other := firstProvider(tg)
 		_, err = consumer.Locator("#provider").SelectOption(playwright.SelectOptionValues{Values: &[]string{other}})
 		u.ok(err, "choose provider")
-		u.ok(consumer.Locator("#count").Fill("1"), "one chunk")
+		u.ok(consumer.Locator("#count").Fill("2"), "two chunks")
 		if tg.PauseProgress != nil {
 			tg.PauseProgress(true)
 		}
 		u.ok(consumer.Locator("[data-testid=reserve]").Click(), "reserve")
-		u.ok(u.expect.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("Reservation requested"), "reserved")
+		u.ok(u.expect.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("2 reservations requested, one per chunk"), "reserved")
 		if tg.PauseProgress != nil {
 			u.ok(u.expect.Locator(dash.Locator("[data-testid=instructions] tbody tr td", playwright.PageLocatorOptions{HasText: "GenerateKubeconfig"})).ToBeVisible(), "instruction in flight on the dashboard")
 			u.screenshot(dash, "dashboard-instructions.png")
 			tg.PauseProgress(false)
 		}
 		manual := consumer.Locator("[data-testid=consumer-reservations] tbody tr", playwright.PageLocatorOptions{HasText: "manual"})
-		u.ok(u.expect.Locator(manual.Locator(".badge")).ToHaveText("Peered"), "manual reservation Peered (pushed)")
-		mid, err := manual.GetAttribute("data-reservation")
-		u.ok(err, "manual reservation id")
-		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] td:nth-child(3)", mid))).ToHaveText(other), "dashboard shows the manual reservation")
+		u.ok(u.expect.Locator(manual.Locator(".badge")).ToHaveText([]string{"Peered", "Peered"}), "two manual reservations Peered (pushed)")
+		u.ok(u.expect.Locator(manual.Locator("td:nth-child(3)")).ToHaveText([]string{"1 × standard", "1 × standard"}), "one chunk each")
+		var mids []string
+		for i := range 2 {
+			id, err := manual.Nth(i).GetAttribute("data-reservation")
+			u.ok(err, "manual reservation id")
+			mids = append(mids, id)
+			u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] td:nth-child(3)", id))).ToHaveText(other), "dashboard shows the manual reservation")
+		}
 		// The lending provider's console shows the broker's loans and counts.
 		pc := newPage(u, b)
 		login(u, pc, tg.Providers[other])
 		shown := expectProviderConsoleTruth(u, tg, pc, other)
-		if !slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {
-			t.Fatalf("the provider console of %s does not list the manual loan %s: %v", other, mid, shown.Loans)
+		for _, mid := range mids {
+			if !slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {
+				t.Fatalf("the provider console of %s does not list the manual loan %s: %v", other, mid, shown.Loans)
+			}
 		}
 		u.screenshot(pc, "provider-console-loans.png")
-		u.ok(manual.Locator("button.danger").Click(), "release the manual reservation")
-		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] .timeline li.cur", mid))).ToContainText("Released"), "dashboard timeline ends Released")
+		for _, mid := range mids {
+			u.ok(consumer.Locator(fmt.Sprintf("[data-testid=consumer-reservations] tr[data-reservation=%q] button.danger", mid)).Click(), "release a manual reservation")
+			u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] .timeline li.cur", mid))).ToContainText("Released"), "dashboard timeline ends Released")
+		}
 		shown = expectProviderConsoleTruth(u, tg, pc, other)
-		if slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {
-			t.Fatalf("the provider console of %s still lists the released loan %s", other, mid)
+		for _, mid := range mids {
+			if slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {
+				t.Fatalf("the provider console of %s still lists the released loan %s", other, mid)
+			}
+		}
+		// A chunk type no provider offers is not offered.
+		opts, err := consumer.Locator("#chunk_type option").AllTextContents()
+		u.ok(err, "chunk type options")
+		ov, err := tg.BrokerOverview(context.Background())
+		u.ok(err, "read the broker's state")
+		var offered []string
+		for typ, c := range ov.Capacity.ByChunkType {
+			if c.TotalChunks > 0 {
+				offered = append(offered, string(typ))
+			}
+		}
+		slices.Sort(offered)
+		if !slices.Equal(opts, offered) {
+			t.Fatalf("the form offers chunk types %v; the providers offer %v", opts, offered)
 		}
 	})
 

@@ -164,4 +164,6 @@ type ReserveForm struct {
 	Providers  []Option
 	ChunkTypes []Option
 	Count      string
+	// MaxCount is the most chunks one submission asks for.
+	MaxCount int
 }
