@@ -209,7 +209,7 @@ func TestBrowser(t *testing.T) {
 			window.__priceAt = 0;
 			const check = () => {
 				const el = document.querySelector('[data-testid="price-' + id + '"]');
-				if (!window.__priceAt && el && el.textContent.trim() === '0.1160') { window.__priceAt = Date.now(); }
+				if (!window.__priceAt && el && el.textContent.trim() === '0.1160 EUR/h') { window.__priceAt = Date.now(); }
 			};
 			new MutationObserver(check).observe(document.body, {subtree: true, childList: true, characterData: true});
 		}`, id)
@@ -219,7 +219,7 @@ func TestBrowser(t *testing.T) {
 		u.ok(u.expect.Locator(p.Locator("[data-testid=flash]")).ToContainText("Applied"), "applied message")
 		// 0.05 × 2 cores + 0.004 × 4 GiB per chunk.
 		fast := playwright.NewPlaywrightAssertions(2000)
-		u.ok(fast.Locator(dash.Locator("[data-testid=price-"+id+"]")).ToHaveText("0.1160"), "dashboard shows the new price within 2s")
+		u.ok(fast.Locator(dash.Locator("[data-testid=price-"+id+"]")).ToHaveText("0.1160 EUR/h"), "dashboard shows the new price within 2s (money per hour with the currency)")
 		stamp, err := dash.Evaluate("() => window.__priceAt")
 		u.ok(err, "read update stamp")
 		var ms int64
@@ -262,6 +262,7 @@ func TestBrowser(t *testing.T) {
 		u.ok(consumer.Locator("[data-testid=apply-policy]").Click(), "apply policy")
 		u.ok(u.expect.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("Policy applied"), "policy applied")
 		u.ok(u.expect.Locator(dash.Locator("[data-testid=consumers] tbody tr td:nth-child(3)")).ToHaveText("Price"), "dashboard shows the policy")
+		expectConsumerGroupsUnits(u, tg, consumer, "EUR")
 		u.ok(consumer.Locator("[data-testid=workload-enabled]").Check(), "workload on")
 		start := time.Now()
 		u.ok(consumer.Locator("[data-testid=apply-workload]").Click(), "apply workload")

@@ -131,3 +131,86 @@ func loanChunks(ov api.Overview, id string) int32 {
 	}
 	return 0
 }
+
+const readConsumerGroups = `() => {
+	const txt = (el) => (el ? el.textContent.trim() : '');
+	const rows = [];
+	document.querySelectorAll('[data-testid=groups] tbody tr[title]').forEach((tr) => {
+		const td = tr.querySelectorAll('td');
+		rows.push({provider: txt(td[0]), type: txt(td[1]), cost: txt(td[2]), metric: txt(td[3]), used: txt(td[4])});
+	});
+	return JSON.stringify({header: txt(document.querySelector('[data-testid=metric-header]')), rows: rows});
+}`
+
+type consumerGroupsShown struct {
+	Header string `json:"header"`
+	Rows   []struct {
+		Provider, Type, Cost, Metric, Used string
+	} `json:"rows"`
+}
+
+// expectConsumerGroupsUnits polls until the consumer console's node groups
+// under the Price policy show each standard group's cost as the broker's
+// cost per chunk in money per hour (or "unpriced"), the metric column named
+// for the policy with the same money values, and no "0 / 0".
+func expectConsumerGroupsUnits(u *ui, tg *Target, p playwright.Page, currency string) {
+	u.t.Helper()
+	deadline := time.Now().Add(truthDeadline)
+	var problem string
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ov, err := tg.BrokerOverview(ctx)
+		cancel()
+		u.ok(err, "read the broker's state")
+		raw, err := p.Evaluate(readConsumerGroups)
+		u.ok(err, "read the consumer console")
+		var got consumerGroupsShown
+		u.ok(json.Unmarshal([]byte(raw.(string)), &got), "decode the consumer console")
+		problem = consumerGroupsProblem(ov, got, currency)
+		if problem == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			u.t.Fatalf("after %v the consumer console's node groups are wrong: %s", truthDeadline, problem)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+var quantityNotation = regexp.MustCompile(`^[0-9.]+[munk]$`)
+
+func consumerGroupsProblem(ov api.Overview, got consumerGroupsShown, currency string) string {
+	if got.Header != "Cost per chunk" {
+		return fmt.Sprintf("the metric column is %q under Price, want \"Cost per chunk\"", got.Header)
+	}
+	if len(got.Rows) == 0 {
+		return "no node group shown"
+	}
+	cost := map[string]float64{}
+	for _, a := range ov.Advertisements {
+		cost[a.ClusterID] = a.CostPerChunk
+	}
+	for _, r := range got.Rows {
+		if quantityNotation.MatchString(r.Cost) || quantityNotation.MatchString(r.Metric) {
+			return fmt.Sprintf("%s shows Kubernetes quantity notation: cost %q, metric %q", r.Provider, r.Cost, r.Metric)
+		}
+		if strings.Contains(r.Used, "0 / 0") {
+			return fmt.Sprintf("%s shows %q", r.Provider, r.Used)
+		}
+		if r.Type != string(api.ChunkStandard) {
+			continue
+		}
+		c, ok := cost[r.Provider]
+		want := "unpriced"
+		if ok && c > 0 {
+			want = fmt.Sprintf("%.4f %s/h", c, currency)
+		}
+		if r.Cost != want {
+			return fmt.Sprintf("%s's standard group costs %q, the broker says %q", r.Provider, r.Cost, want)
+		}
+		if want != "unpriced" && r.Metric != want {
+			return fmt.Sprintf("%s's metric under Price is %q, want its cost %q", r.Provider, r.Metric, want)
+		}
+	}
+	return ""
+}

@@ -103,7 +103,7 @@ func (cc *ConsumerConsole) render(c *fiber.Ctx, code int, f consumerForms, ok st
 	}
 	page := cc.site.page(c, "Consumer console", st.ClusterID, true)
 	vm := views.ConsumerConsole{
-		Status: consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx)),
+		Status: consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx), cc.site.currency),
 		Errors: f.errs, Flash: ok, FormError: f.bad, CSRF: page.CSRF,
 	}
 	if f.policy != nil {
@@ -148,7 +148,7 @@ func (cc *ConsumerConsole) renderLive(ctx context.Context) (templ.Component, err
 	if err != nil {
 		return nil, err
 	}
-	v := consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx))
+	v := consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx), cc.site.currency)
 	parts := []templ.Component{
 		views.ConsumerStatusPanel(v),
 		views.ConsumerReservations(v, "", cc.site.prefix),
@@ -408,7 +408,7 @@ func (cc *ConsumerConsole) postRelease(c *fiber.Ctx) error {
 	return c.Redirect(cc.site.path("/?ok=released"), fiber.StatusSeeOther)
 }
 
-func consumerStatusView(now time.Time, st ConsumerStatus, workload string) views.ConsumerStatus {
+func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) views.ConsumerStatus {
 	chosen := st.ChosenProvider
 	if chosen == "" {
 		chosen = dash
@@ -431,18 +431,21 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload string) views
 	for _, p := range provs {
 		v.RTTs = append(v.RTTs, views.RTTRow{Provider: p, RTT: millis(st.RTTs[p]), Chosen: p == st.ChosenProvider})
 	}
+	applied := st.AppliedPlacement
+	if applied == "" {
+		applied = st.Placement.Type
+	}
+	header, metric := metricColumn(applied, cur)
+	v.MetricHeader = header
 	groups := append([]api.NodeGroupView(nil), st.NodeGroups...)
 	sort.Slice(groups, func(i, j int) bool { return groups[i].ID < groups[j].ID })
 	for _, g := range groups {
 		row := views.GroupRow{
-			ID: g.ID, Provider: g.ProviderClusterID, Type: string(g.Type), Cost: g.Cost, Metric: dash,
-			Reserved: fmt.Sprintf("%d / %d", g.CurrentReserved, g.MaxSize),
-		}
-		if row.Cost == "" {
-			row.Cost = dash
+			ID: g.ID, Provider: g.ProviderClusterID, Type: string(g.Type), Cost: quantityPerHour(cur, g.Cost), Metric: dash,
+			Reserved: groupUse(g),
 		}
 		if g.HasMetric && g.PlacementMetric != nil {
-			row.Metric = strconv.FormatFloat(*g.PlacementMetric, 'g', 4, 64)
+			row.Metric = metric(*g.PlacementMetric)
 		}
 		v.Groups = append(v.Groups, row)
 	}

@@ -39,6 +39,9 @@ type DashboardOptions struct {
 	// the history resolution (default 5s).
 	HistoryWindow time.Duration
 	SampleEvery   time.Duration
+	// Currency is the ISO 4217 code prices are shown in (default
+	// DefaultCurrency).
+	Currency string
 	// StaleAfter marks a provider stale when its last advertisement is older
 	// (default 2m).
 	StaleAfter time.Duration
@@ -62,10 +65,15 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = 2 * time.Minute
 	}
+	cur, err := checkCurrency(opts.Currency)
+	if err != nil {
+		return nil, err
+	}
 	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, opts.Refresh)
 	if err != nil {
 		return nil, err
 	}
+	s.currency = cur
 	if opts.Token != nil {
 		a, err := auth.NewAuthenticator(auth.Options{
 			Verifier: opts.Token, Secure: opts.SecureCookie, CookieName: "fa_dashboard", Now: s.clock.Now,
@@ -142,10 +150,10 @@ func (d *Dashboard) model(ctx context.Context, record bool) (views.Dashboard, er
 	if record {
 		d.hist.record(now, ov.Advertisements)
 	}
-	return buildDashboard(now, ov, d.hist, d.opts.StaleAfter), nil
+	return buildDashboard(now, ov, d.hist, d.opts.StaleAfter, d.site.currency), nil
 }
 
-func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter time.Duration) views.Dashboard {
+func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter time.Duration, cur string) views.Dashboard {
 	vm := views.Dashboard{GeneratedAt: clockTime(now), Warnings: ov.Warnings}
 	cp := ov.Capacity
 	vm.Stats = []views.Stat{
@@ -168,8 +176,9 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 		if a.CarbonWeighted == nil && a.CarbonIntensity != nil {
 			r.Carbon = carbon(a.CarbonIntensity) + " now"
 		}
-		if a.CostPerChunk > 0 || len(a.UnitPrices) > 0 {
-			r.Price = money(a.CostPerChunk)
+		r.Price = "unpriced"
+		if cost, ok := chunkCost(a, cp.ChunkSizes); ok {
+			r.Price = perHour(cur, cost)
 		}
 		switch {
 		case !a.Available:
@@ -206,7 +215,7 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 	vm.Charts = []views.Chart{
 		buildChart("reserved", "Chunks reserved per provider", "chunks", now, span, ids, series,
 			func(s sample) (float64, bool) { return s.reserved, true }),
-		buildChart("price", "Price per chunk", "per hour", now, span, ids, series,
+		buildChart("price", "Price per chunk", cur+" per hour", now, span, ids, series,
 			func(s sample) (float64, bool) { return s.price, s.hasPrice }),
 		buildChart("carbon", "Weighted carbon intensity", "gCO2eq/kWh", now, span, ids, series,
 			func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }),

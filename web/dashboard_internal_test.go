@@ -70,13 +70,13 @@ func TestBuildDashboard(t *testing.T) {
 	h := newHistory(time.Hour, 5*time.Second)
 	h.record(now.Add(-2*time.Minute), ov.Advertisements)
 	h.record(now, ov.Advertisements)
-	vm := buildDashboard(now, ov, h, 2*time.Minute)
+	vm := buildDashboard(now, ov, h, 2*time.Minute, DefaultCurrency)
 
 	var ids []string
 	for _, p := range vm.Providers {
 		ids = append(ids, p.ID+":"+p.Price+":"+p.HealthLabel+":"+p.Freshness)
 	}
-	want := "alpha:0.2500:available:3s ago,mid:0.5000:unavailable:0s ago,zeta:—:stale:10m ago"
+	want := "alpha:0.2500 EUR/h:available:3s ago,mid:0.5000 EUR/h:unavailable:0s ago,zeta:unpriced:stale:10m ago"
 	if got := strings.Join(ids, ","); got != want {
 		t.Fatalf("providers\n got %s\nwant %s", got, want)
 	}

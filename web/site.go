@@ -38,14 +38,16 @@ type site struct {
 	// answers); owned by the publisher goroutine.
 	failingSince time.Time
 	// logins bounds failed login attempts per client.
-	logins  *auth.Throttle
-	title   string
-	authn   *auth.Authenticator // nil: no login
-	hub     *live.Hub
-	log     *slog.Logger
-	clock   clock.WithTicker
-	refresh time.Duration
-	wsOpts  live.WSOptions
+	logins *auth.Throttle
+	title  string
+	// currency is the ISO 4217 code prices are shown in.
+	currency string
+	authn    *auth.Authenticator // nil: no login
+	hub      *live.Hub
+	log      *slog.Logger
+	clock    clock.WithTicker
+	refresh  time.Duration
+	wsOpts   live.WSOptions
 	// life bounds websocket connections; cancelled when Run returns.
 	life       context.Context
 	lifeCancel context.CancelFunc

@@ -283,8 +283,7 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 		return st, fmt.Errorf("reading the ConsumerPolicy: %w", err)
 	}
 	if pl != nil {
-		// AppliedPlacement stays empty: the broker reports it in its
-		// overview, not to the agent.
+		// AppliedPlacement comes with the node groups below.
 		st.Placement = *pl
 	}
 	groups, err := c.Local.NodeGroups(ctx)
@@ -303,6 +302,7 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 		return st, fmt.Errorf("reading every node group from the broker: %w", err)
 	}
 	st.NodeGroups = all.NodeGroups
+	st.AppliedPlacement = all.AppliedPlacement
 	var endpoints []string
 	byEndpoint := map[string]string{}
 	for _, g := range all.NodeGroups {

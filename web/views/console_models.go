@@ -88,10 +88,12 @@ type ConsumerConsole struct {
 
 // ConsumerStatus is the live part of the consumer console.
 type ConsumerStatus struct {
-	ClusterID    string
-	Facts        []KV
-	RTTs         []RTTRow
-	Groups       []GroupRow
+	ClusterID string
+	Facts     []KV
+	RTTs      []RTTRow
+	Groups    []GroupRow
+	// MetricHeader names the node groups' metric under the applied policy.
+	MetricHeader string
 	Reservations []ConsumerReservationRow
 	Nodes        []NodeRow
 	Workload     string
