@@ -281,12 +281,22 @@ func TestBrowser(t *testing.T) {
 		dashRow := dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q]", id))
 		u.ok(u.expect.Locator(dashRow.Locator(".timeline li")).ToContainText([]string{"Pending", "Peered"}), "dashboard timeline")
 		u.ok(u.expect.Locator(dashRow.Locator(".timeline li.cur")).ToContainText("Peered"), "timeline ends Peered")
+		expectDashboardConsumersTruth(u, tg, dash)
 		u.screenshot(consumer, "consumer-console.png")
 		u.screenshot(dash, "dashboard-reservation.png")
 
+		// A denial and a quota on the provider reach the dashboard's Sharing.
+		other := firstProvider(tg)
+		pc := newPage(u, b)
+		login(u, pc, tg.Providers[other])
+		u.ok(pc.Locator("#denied").Fill("someone-else"), "deny a consumer")
+		u.ok(pc.Locator("#quota").Fill("3"), "quota")
+		u.ok(pc.Locator("[data-testid=apply]").Click(), "apply sharing")
+		u.ok(u.expect.Locator(pc.Locator("[data-testid=flash]")).ToContainText("Applied"), "sharing applied")
+		expectDashboardSharingTruth(u, tg, dash, other, []string{"someone-else"}, 3)
+
 		// A 2-chunk manual reservation next to the autoscaler's (two one-chunk
 		// reservations), then released.
-		other := firstProvider(tg)
 		_, err = consumer.Locator("#provider").SelectOption(playwright.SelectOptionValues{Values: &[]string{other}})
 		u.ok(err, "choose provider")
 		u.ok(consumer.Locator("#count").Fill("2"), "two chunks")
@@ -311,8 +321,6 @@ func TestBrowser(t *testing.T) {
 			u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] td:nth-child(3)", id))).ToHaveText(other), "dashboard shows the manual reservation")
 		}
 		// The lending provider's console shows the broker's loans and counts.
-		pc := newPage(u, b)
-		login(u, pc, tg.Providers[other])
 		shown := expectProviderConsoleTruth(u, tg, pc, other)
 		for _, mid := range mids {
 			if !slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {

@@ -214,3 +214,96 @@ func consumerGroupsProblem(ov api.Overview, got consumerGroupsShown, currency st
 	}
 	return ""
 }
+
+// pollTruth reads the broker's state and the page until check finds
+// nothing wrong, failing after truthDeadline with the last problem.
+func pollTruth(u *ui, tg *Target, what string, check func(api.Overview) string) {
+	u.t.Helper()
+	deadline := time.Now().Add(truthDeadline)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ov, err := tg.BrokerOverview(ctx)
+		cancel()
+		u.ok(err, "read the broker's state")
+		problem := check(ov)
+		if problem == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			u.t.Fatalf("%s: after %v %s", what, truthDeadline, problem)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func cellText(u *ui, p playwright.Page, testid string) string {
+	u.t.Helper()
+	loc := p.Locator(fmt.Sprintf("[data-testid=%q]", testid))
+	if n, err := loc.Count(); err != nil || n == 0 {
+		return ""
+	}
+	s, err := loc.TextContent()
+	u.ok(err, "read "+testid)
+	return strings.TrimSpace(s)
+}
+
+// expectDashboardConsumersTruth: every consumer row's "Grows on" is the
+// broker's chosen provider and its RTT cell lists exactly the RTTs the
+// consumer measured.
+func expectDashboardConsumersTruth(u *ui, tg *Target, dash playwright.Page) {
+	u.t.Helper()
+	pollTruth(u, tg, "dashboard consumers", func(ov api.Overview) string {
+		if len(ov.Consumers) == 0 {
+			return "the broker knows no consumer"
+		}
+		for _, c := range ov.Consumers {
+			want := c.ChosenProvider
+			if want == "" {
+				want = "none growable now"
+			}
+			if got := cellText(u, dash, "chosen-"+c.ClusterID); got != want {
+				return fmt.Sprintf("%s grows on %q on the dashboard, %q at the broker", c.ClusterID, got, want)
+			}
+			rtt := cellText(u, dash, "rtt-"+c.ClusterID)
+			if len(c.MeasuredLatencies) == 0 && rtt != "not measured" {
+				return fmt.Sprintf("%s shows RTTs %q, the broker has none", c.ClusterID, rtt)
+			}
+			for p, ms := range c.MeasuredLatencies {
+				if w := fmt.Sprintf("%s %.1f ms", p, ms); !strings.Contains(rtt, w) {
+					return fmt.Sprintf("%s shows RTTs %q, lacking the broker's %q", c.ClusterID, rtt, w)
+				}
+			}
+		}
+		return ""
+	})
+}
+
+// expectDashboardSharingTruth: provider id's Sharing cell shows the rules
+// the broker holds, and they are the ones applied (denied, quota).
+func expectDashboardSharingTruth(u *ui, tg *Target, dash playwright.Page, id string, denied []string, quota int32) {
+	u.t.Helper()
+	pollTruth(u, tg, "dashboard sharing of "+id, func(ov api.Overview) string {
+		for _, a := range ov.Advertisements {
+			if a.ClusterID != id {
+				continue
+			}
+			if a.Sharing == nil || !slices.Equal(a.Sharing.DeniedConsumers, denied) || a.Sharing.MaxChunksPerConsumer != quota {
+				return fmt.Sprintf("the broker holds rules %+v, not the applied denied %v quota %d", a.Sharing, denied, quota)
+			}
+			got := cellText(u, dash, "sharing-"+id)
+			for _, d := range a.Sharing.DeniedConsumers {
+				if !strings.Contains(got, d) {
+					return fmt.Sprintf("the dashboard's sharing %q lacks the denied %s", got, d)
+				}
+			}
+			if w := fmt.Sprintf("≤%d chunks each", a.Sharing.MaxChunksPerConsumer); !strings.Contains(got, w) {
+				return fmt.Sprintf("the dashboard's sharing %q lacks the quota %q", got, w)
+			}
+			if got == "everyone" {
+				return "the dashboard says everyone"
+			}
+			return ""
+		}
+		return "the broker has no advertisement of " + id
+	})
+}

@@ -198,11 +198,9 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 			RTT: dash, LastSeen: ago(now, c.LastSeen.Time),
 		}
 		if r.Chosen == "" {
-			r.Chosen = dash
+			r.Chosen = "none growable now"
 		}
-		if c.MeasuredRTT != nil {
-			r.RTT = millis(*c.MeasuredRTT)
-		}
+		r.RTT = rttList(c.MeasuredLatencies)
 		vm.Consumers = append(vm.Consumers, r)
 	}
 	sort.Slice(vm.Consumers, func(i, j int) bool { return vm.Consumers[i].ID < vm.Consumers[j].ID })

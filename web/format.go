@@ -246,3 +246,21 @@ func chunkCost(a api.AdvertisementSnapshot, sizes map[api.ChunkType]corev1.Resou
 	}
 	return 0, false
 }
+
+// rttList renders measured RTTs per provider, sorted by provider
+// ("milan 12.3 ms · paris 80.1 ms"); "not measured" when there are none.
+func rttList(m map[string]float64) string {
+	if len(m) == 0 {
+		return "not measured"
+	}
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	parts := make([]string, 0, len(ids))
+	for _, id := range ids {
+		parts = append(parts, id+" "+millis(m[id]))
+	}
+	return strings.Join(parts, " · ")
+}

@@ -96,3 +96,68 @@ func TestProviderSnapshotLoansChunksSharing(t *testing.T) {
 		t.Errorf("federation totals = %+v, want 8 total, 3 reserved, 5 available", got)
 	}
 }
+
+// The overview's chosen provider is the consumer's growable group under its
+// policy (the placement view), not what its heartbeat last reported.
+func TestOverviewChosenProvider(t *testing.T) {
+	e := newEnv(t)
+	price := func(cpu string) func(*api.AdvertisementRequest) {
+		return func(r *api.AdvertisementRequest) {
+			r.UnitPrices = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("0.001")}
+		}
+	}
+	e.advertise("p1", 2, price("0.05"))
+	e.advertise("p2", 1, price("0.01"))
+	hb := func(c string, p api.PlacementType, reported string) {
+		t.Helper()
+		if _, err := e.s.Heartbeat(e.ctx, c, api.HeartbeatRequest{ClusterID: c, LiqoClusterID: "liqo-" + c,
+			Placement: &api.Placement{Type: p}, ChosenProvider: reported}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chosen := func(c string) (string, *float64) {
+		t.Helper()
+		ov, err := e.s.Overview(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range ov.Consumers {
+			if row.ClusterID == c {
+				return row.ChosenProvider, row.MeasuredRTT
+			}
+		}
+		t.Fatalf("no overview row for %s", c)
+		return "", nil
+	}
+	cases := []struct {
+		name     string
+		policy   api.PlacementType
+		reported string
+		reserve  bool
+		want     string
+	}{
+		// Standard: both fully free, same score; ties by provider id.
+		{"standard", api.PlacementStandard, "", false, "p1"},
+		// Price: the cheaper p2, whatever the heartbeat last said.
+		{"price, stale report", api.PlacementPrice, "p1", false, "p2"},
+		// p2 full: the view spills to p1.
+		{"price, cheapest full", api.PlacementPrice, "p2", true, "p1"},
+	}
+	for _, tc := range cases {
+		hb("c1", tc.policy, tc.reported)
+		if tc.reserve {
+			e.peer("c1", "r-full", "p2") // settled: a peering in flight would make the view wait instead
+		}
+		if got, _ := chosen("c1"); got != tc.want {
+			t.Errorf("%s: chosen %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	// The RTT shown is the one measured to the chosen provider.
+	if _, err := e.s.Heartbeat(e.ctx, "c2", api.HeartbeatRequest{ClusterID: "c2", LiqoClusterID: "liqo-c2",
+		Placement: &api.Placement{Type: api.PlacementPrice}, MeasuredLatencies: map[string]float64{"p1": 40, "p2": 7}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, rtt := chosen("c2"); got != "p1" || rtt == nil || *rtt != 40 {
+		t.Errorf("c2: chosen %q rtt %v, want p1 (p2 is full) at 40 ms", got, rtt)
+	}
+}

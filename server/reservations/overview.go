@@ -87,14 +87,14 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 		hb := c.rec.Heartbeat
 		row := api.OverviewConsumer{
 			ClusterID: id, LiqoClusterID: hb.LiqoClusterID, Region: hb.Region, City: hb.City,
-			ChosenProvider: hb.ChosenProvider, LastSeen: mt(c.rec.LastSeen), AppliedPlacement: c.policy,
+			ChosenProvider: s.chosenProvider(id, hb.ChosenProvider), LastSeen: mt(c.rec.LastSeen), AppliedPlacement: c.policy,
 			MeasuredLatencies: hb.MeasuredLatencies, Latitude: hb.Latitude, Longitude: hb.Longitude,
 		}
 		if hb.Placement != nil {
 			row.Placement = hb.Placement.Type
 			row.Weights = hb.Placement.Weights
 		}
-		if rtt, ok := hb.MeasuredLatencies[hb.ChosenProvider]; ok && hb.ChosenProvider != "" {
+		if rtt, ok := hb.MeasuredLatencies[row.ChosenProvider]; ok && row.ChosenProvider != "" {
 			row.MeasuredRTT = &rtt
 		}
 		ov.Consumers = append(ov.Consumers, row)
@@ -103,4 +103,35 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 		}
 	}
 	return ov, nil
+}
+
+// chosenProvider is the provider consumer id grows on now under its
+// policy: the growable group of its placement view (the view its node
+// groups come from, so the dashboard and the Cluster Autoscaler see one
+// decision), the standard chunk type first. Under a Latency shortlist the
+// consumer re-masks the shortlist by measured RTT, so its own pick
+// (reported, from its heartbeat) counts when it is on the shortlist; a
+// pick that is not growable now (a stale choice) is ignored. "" when no
+// group is growable.
+func (s *Service) chosenProvider(id, reported string) string {
+	v := s.idx.View(id, false)
+	first, firstStd := "", ""
+	for _, g := range v.NodeGroups {
+		if g.MaxSize <= g.CurrentReserved {
+			continue
+		}
+		if v.LatencyShortlist && g.ProviderClusterID == reported {
+			return reported
+		}
+		if first == "" {
+			first = g.ProviderClusterID
+		}
+		if firstStd == "" && g.Type == api.ChunkStandard {
+			firstStd = g.ProviderClusterID
+		}
+	}
+	if firstStd != "" {
+		return firstStd
+	}
+	return first
 }
