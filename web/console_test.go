@@ -247,6 +247,18 @@ func TestConsumerWrites(t *testing.T) {
 	if !strings.Contains(body, "3 reservations requested, one per chunk.") {
 		t.Errorf("the confirmation does not say three reservations were made")
 	}
+	// The workload summary counts in words: 4 replicas, 1 replica.
+	_, body = b.do(http.MethodGet, "/", nil)
+	if !strings.Contains(body, "Workload on: 4 replicas of 1 CPU") {
+		t.Errorf("the workload summary does not say 4 replicas")
+	}
+	resp, _ = b.do(http.MethodPost, "/workload", url.Values{auth.CSRFField: {csrf}, "enabled": {"on"}, "replicas": {"1"}, "pod_cpu": {"1"}, "pod_memory": {"1Gi"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("workload: %d", resp.StatusCode)
+	}
+	if _, body = b.do(http.MethodGet, "/", nil); !strings.Contains(body, "Workload on: 1 replica of 1 CPU") {
+		t.Errorf("one replica is not said in the singular")
+	}
 }
 
 func TestValidationErrorsRendered(t *testing.T) {

@@ -139,8 +139,12 @@ func (cc *ConsumerConsole) workloadSummary(ctx context.Context) string {
 	if !w.Enabled {
 		return "Workload is off."
 	}
-	return fmt.Sprintf("Workload on: %d replicas of %s CPU / %s memory — %d running, %d pending.",
-		w.Replicas, w.PodCPU.String(), w.PodMemory.String(), w.Running, w.Pending)
+	replicas := "replicas"
+	if w.Replicas == 1 {
+		replicas = "replica"
+	}
+	return fmt.Sprintf("Workload on: %d %s of %s CPU / %s memory — %d running, %d pending.",
+		w.Replicas, replicas, w.PodCPU.String(), w.PodMemory.String(), w.Running, w.Pending)
 }
 
 func (cc *ConsumerConsole) renderLive(ctx context.Context) (templ.Component, error) {
