@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -208,7 +209,7 @@ func TestBrowser(t *testing.T) {
 			window.__priceAt = 0;
 			const check = () => {
 				const el = document.querySelector('[data-testid="price-' + id + '"]');
-				if (!window.__priceAt && el && el.textContent.trim() === '0.1160') { window.__priceAt = Date.now(); }
+				if (!window.__priceAt && el && el.textContent.trim() === '0.1160 EUR/h') { window.__priceAt = Date.now(); }
 			};
 			new MutationObserver(check).observe(document.body, {subtree: true, childList: true, characterData: true});
 		}`, id)
@@ -218,7 +219,7 @@ func TestBrowser(t *testing.T) {
 		u.ok(u.expect.Locator(p.Locator("[data-testid=flash]")).ToContainText("Applied"), "applied message")
 		// 0.05 × 2 cores + 0.004 × 4 GiB per chunk.
 		fast := playwright.NewPlaywrightAssertions(2000)
-		u.ok(fast.Locator(dash.Locator("[data-testid=price-"+id+"]")).ToHaveText("0.1160"), "dashboard shows the new price within 2s")
+		u.ok(fast.Locator(dash.Locator("[data-testid=price-"+id+"]")).ToHaveText("0.1160 EUR/h"), "dashboard shows the new price within 2s (money per hour with the currency)")
 		stamp, err := dash.Evaluate("() => window.__priceAt")
 		u.ok(err, "read update stamp")
 		var ms int64
@@ -248,7 +249,7 @@ func TestBrowser(t *testing.T) {
 		u.ok(p.Locator("#cap_value_cpu").Fill("150"), "bad percentage")
 		u.ok(p.Locator("[data-testid=apply]").Click(), "apply invalid")
 		u.ok(u.expect.Locator(p.Locator("[data-testid=err-price_cpu]")).ToContainText("is not a number"), "price error shown")
-		u.ok(u.expect.Locator(p.Locator("[data-testid=err-cap_value_cpu]")).ToContainText("1 to 100"), "cap error shown")
+		u.ok(u.expect.Locator(p.Locator("[data-testid=err-cap_value_cpu]")).ToContainText("0 to 100"), "cap error shown")
 		u.ok(u.expect.Locator(p.Locator("#price_cpu")).ToHaveValue("cheap"), "input kept")
 		u.screenshot(p, "provider-validation.png")
 	})
@@ -261,6 +262,7 @@ func TestBrowser(t *testing.T) {
 		u.ok(consumer.Locator("[data-testid=apply-policy]").Click(), "apply policy")
 		u.ok(u.expect.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("Policy applied"), "policy applied")
 		u.ok(u.expect.Locator(dash.Locator("[data-testid=consumers] tbody tr td:nth-child(3)")).ToHaveText("Price"), "dashboard shows the policy")
+		expectConsumerGroupsUnits(u, tg, consumer, "EUR")
 		u.ok(consumer.Locator("[data-testid=workload-enabled]").Check(), "workload on")
 		start := time.Now()
 		u.ok(consumer.Locator("[data-testid=apply-workload]").Click(), "apply workload")
@@ -283,31 +285,78 @@ func TestBrowser(t *testing.T) {
 		dashRow := dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q]", id))
 		u.ok(u.expect.Locator(dashRow.Locator(".timeline li")).ToContainText([]string{"Pending", "Peered"}), "dashboard timeline")
 		u.ok(u.expect.Locator(dashRow.Locator(".timeline li.cur")).ToContainText("Peered"), "timeline ends Peered")
+		expectDashboardConsumersTruth(u, tg, dash)
 		u.screenshot(consumer, "consumer-console.png")
 		u.screenshot(dash, "dashboard-reservation.png")
 
-		// A manual reservation next to the autoscaler's, then released.
+		// A denial and a quota on the provider reach the dashboard's Sharing.
 		other := firstProvider(tg)
+		pc := newPage(u, b)
+		login(u, pc, tg.Providers[other])
+		u.ok(pc.Locator("#denied").Fill("someone-else"), "deny a consumer")
+		u.ok(pc.Locator("#quota").Fill("3"), "quota")
+		u.ok(pc.Locator("[data-testid=apply]").Click(), "apply sharing")
+		u.ok(u.expect.Locator(pc.Locator("[data-testid=flash]")).ToContainText("Applied"), "sharing applied")
+		expectDashboardSharingTruth(u, tg, dash, other, []string{"someone-else"}, 3)
+
+		// A 2-chunk manual reservation next to the autoscaler's (two one-chunk
+		// reservations), then released.
 		_, err = consumer.Locator("#provider").SelectOption(playwright.SelectOptionValues{Values: &[]string{other}})
 		u.ok(err, "choose provider")
-		u.ok(consumer.Locator("#count").Fill("1"), "one chunk")
+		u.ok(consumer.Locator("#count").Fill("2"), "two chunks")
 		if tg.PauseProgress != nil {
 			tg.PauseProgress(true)
 		}
 		u.ok(consumer.Locator("[data-testid=reserve]").Click(), "reserve")
-		u.ok(u.expect.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("Reservation requested"), "reserved")
+		u.ok(u.expect.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("2 reservations requested, one per chunk"), "reserved")
 		if tg.PauseProgress != nil {
 			u.ok(u.expect.Locator(dash.Locator("[data-testid=instructions] tbody tr td", playwright.PageLocatorOptions{HasText: "GenerateKubeconfig"})).ToBeVisible(), "instruction in flight on the dashboard")
 			u.screenshot(dash, "dashboard-instructions.png")
 			tg.PauseProgress(false)
 		}
 		manual := consumer.Locator("[data-testid=consumer-reservations] tbody tr", playwright.PageLocatorOptions{HasText: "manual"})
-		u.ok(u.expect.Locator(manual.Locator(".badge")).ToHaveText("Peered"), "manual reservation Peered (pushed)")
-		mid, err := manual.GetAttribute("data-reservation")
-		u.ok(err, "manual reservation id")
-		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] td:nth-child(3)", mid))).ToHaveText(other), "dashboard shows the manual reservation")
-		u.ok(manual.Locator("button.danger").Click(), "release the manual reservation")
-		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] .timeline li.cur", mid))).ToContainText("Released"), "dashboard timeline ends Released")
+		u.ok(u.expect.Locator(manual.Locator(".badge")).ToHaveText([]string{"Peered", "Peered"}), "two manual reservations Peered (pushed)")
+		u.ok(u.expect.Locator(manual.Locator("td:nth-child(3)")).ToHaveText([]string{"1 × standard", "1 × standard"}), "one chunk each")
+		var mids []string
+		for i := range 2 {
+			id, err := manual.Nth(i).GetAttribute("data-reservation")
+			u.ok(err, "manual reservation id")
+			mids = append(mids, id)
+			u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] td:nth-child(3)", id))).ToHaveText(other), "dashboard shows the manual reservation")
+		}
+		// The lending provider's console shows the broker's loans and counts.
+		shown := expectProviderConsoleTruth(u, tg, pc, other)
+		for _, mid := range mids {
+			if !slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {
+				t.Fatalf("the provider console of %s does not list the manual loan %s: %v", other, mid, shown.Loans)
+			}
+		}
+		u.screenshot(pc, "provider-console-loans.png")
+		for _, mid := range mids {
+			u.ok(consumer.Locator(fmt.Sprintf("[data-testid=consumer-reservations] tr[data-reservation=%q] button.danger", mid)).Click(), "release a manual reservation")
+			u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] .timeline li.cur", mid))).ToContainText("Released"), "dashboard timeline ends Released")
+		}
+		shown = expectProviderConsoleTruth(u, tg, pc, other)
+		for _, mid := range mids {
+			if slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {
+				t.Fatalf("the provider console of %s still lists the released loan %s", other, mid)
+			}
+		}
+		// A chunk type no provider offers is not offered.
+		opts, err := consumer.Locator("#chunk_type option").AllTextContents()
+		u.ok(err, "chunk type options")
+		ov, err := tg.BrokerOverview(context.Background())
+		u.ok(err, "read the broker's state")
+		var offered []string
+		for typ, c := range ov.Capacity.ByChunkType {
+			if c.TotalChunks > 0 {
+				offered = append(offered, string(typ))
+			}
+		}
+		slices.Sort(offered)
+		if !slices.Equal(opts, offered) {
+			t.Fatalf("the form offers chunk types %v; the providers offer %v", opts, offered)
+		}
 	})
 
 	t.Run("writes without CSRF and wrong login tokens are refused", func(t *testing.T) {

@@ -12,9 +12,11 @@ package uitest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,6 +26,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 	"github.com/federation-autoscaler/federation-autoscaler/web/webfake"
@@ -43,6 +46,34 @@ type Target struct {
 	// PauseProgress stops (true) and resumes (false) reservation progress
 	// (nil when the target cannot; the test then skips that screenshot).
 	PauseProgress func(bool)
+	// Overview reads the broker's real state, which the test compares with
+	// what the pages show (nil: GET DashboardURL/api/v1/overview).
+	Overview func(ctx context.Context) (api.Overview, error)
+}
+
+// BrokerOverview reads the broker's state through Overview, or through the
+// dashboard listener's GET /api/v1/overview.
+func (t *Target) BrokerOverview(ctx context.Context) (api.Overview, error) {
+	if t.Overview != nil {
+		return t.Overview(ctx)
+	}
+	var ov api.Overview
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.DashboardURL+"/api/v1/overview", nil)
+	if err != nil {
+		return ov, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return ov, fmt.Errorf("reading the broker overview: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return ov, fmt.Errorf("reading the broker overview: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ov); err != nil {
+		return ov, fmt.Errorf("decoding the broker overview: %w", err)
+	}
+	return ov, nil
 }
 
 // Console is one console's address and login token.
@@ -120,6 +151,7 @@ func StartFake(ctx context.Context, dir string, step time.Duration) (*Fake, erro
 	f.DashboardURL = url
 	f.DropDashboardSockets = d.DropClients
 	f.PauseProgress = f.Fed.Pause
+	f.Overview = f.Fed.Overview
 
 	for _, id := range f.Fed.ProviderIDs() {
 		ts, token, err := auth.OpenTokenStore(filepath.Join(dir, id+".token"), nil)

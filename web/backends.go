@@ -52,7 +52,12 @@ type Loan struct {
 	ChunkType         api.ChunkType
 	ChunkCount        int32
 	Phase             api.Phase
-	Since             time.Time
+	// Since is when the loan became active (Peered), else when it was
+	// reserved.
+	Since time.Time
+	// CostPerHour is what the loan earns per hour at the current prices
+	// (nil: unpriced).
+	CostPerHour *float64
 }
 
 // ProviderStatus is what the provider console shows besides the form.

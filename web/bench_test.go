@@ -44,7 +44,7 @@ func BenchmarkDashboardPublish(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf.Reset()
-		vm := buildDashboard(now, ov, h, 2*time.Minute)
+		vm := buildDashboard(now, ov, h, 2*time.Minute, DefaultCurrency)
 		if err := views.DashboardLive(vm).Render(context.Background(), &buf); err != nil {
 			b.Fatal(err)
 		}

@@ -34,17 +34,25 @@ type ConsoleOptions struct {
 	// RenderShare bounds the live publisher's CPU (default
 	// DefaultRenderShare): see DashboardOptions.RenderShare.
 	RenderShare float64
-	Log         *slog.Logger
+	// Currency is the ISO 4217 code prices are shown in (default
+	// DefaultCurrency).
+	Currency string
+	Log      *slog.Logger
 }
 
 func newConsoleSite(opts ConsoleOptions) (*site, error) {
 	if opts.Token == nil {
 		return nil, errors.New("web: a console needs a login token verifier (ConsoleOptions.Token)")
 	}
+	cur, err := checkCurrency(opts.Currency)
+	if err != nil {
+		return nil, err
+	}
 	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, liveTiming{opts.Refresh, opts.Coalesce, opts.RenderShare})
 	if err != nil {
 		return nil, err
 	}
+	s.currency = cur
 	a, err := auth.NewAuthenticator(auth.Options{Verifier: opts.Token, Secure: opts.SecureCookie, Now: s.clock.Now})
 	if err != nil {
 		return nil, err

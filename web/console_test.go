@@ -225,6 +225,40 @@ func TestConsumerWrites(t *testing.T) {
 	if st.Placement.Type != api.PlacementPrice || len(st.Reservations) != 1 || st.Reservations[0].ProviderClusterID != "paris" {
 		t.Fatalf("after Price + workload: policy %s, reservations %+v; want one on paris", st.Placement.Type, st.Reservations)
 	}
+	// Three chunks make three one-chunk reservations.
+	resp, _ = b.do(http.MethodPost, "/reservations", url.Values{auth.CSRFField: {csrf}, "provider": {"milan"}, "chunk_type": {"standard"}, "count": {"3"}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/?ok=reserved&n=3" {
+		t.Fatalf("reserve 3 chunks: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	st, _ = fed.Consumer().Status(ctx)
+	manual := 0
+	for _, r := range st.Reservations {
+		if r.Manual {
+			manual++
+			if r.ChunkCount != 1 || r.ProviderClusterID != "milan" {
+				t.Errorf("manual reservation %+v, want one chunk on milan", r)
+			}
+		}
+	}
+	if manual != 3 {
+		t.Fatalf("%d manual reservations after asking for 3 chunks, want 3", manual)
+	}
+	_, body := b.do(http.MethodGet, "/?ok=reserved&n=3", nil)
+	if !strings.Contains(body, "3 reservations requested, one per chunk.") {
+		t.Errorf("the confirmation does not say three reservations were made")
+	}
+	// The workload summary counts in words: 4 replicas, 1 replica.
+	_, body = b.do(http.MethodGet, "/", nil)
+	if !strings.Contains(body, "Workload on: 4 replicas of 1 CPU") {
+		t.Errorf("the workload summary does not say 4 replicas")
+	}
+	resp, _ = b.do(http.MethodPost, "/workload", url.Values{auth.CSRFField: {csrf}, "enabled": {"on"}, "replicas": {"1"}, "pod_cpu": {"1"}, "pod_memory": {"1Gi"}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("workload: %d", resp.StatusCode)
+	}
+	if _, body = b.do(http.MethodGet, "/", nil); !strings.Contains(body, "Workload on: 1 replica of 1 CPU") {
+		t.Errorf("one replica is not said in the singular")
+	}
 }
 
 func TestValidationErrorsRendered(t *testing.T) {
@@ -240,7 +274,9 @@ func TestValidationErrorsRendered(t *testing.T) {
 		{"bad workload", "/workload", url.Values{"replicas": {"-1"}, "pod_cpu": {"lots"}, "pod_memory": {"0"}},
 			[]string{"Replicas: a whole number from 0 to 500", "CPU per pod", "Memory per pod"}},
 		{"bad reservation", "/reservations", url.Values{"provider": {"atlantis"}, "chunk_type": {"tpu"}, "count": {"0"}},
-			[]string{"choose one of the providers the broker offers", "Chunk type: standard or gpu", "Chunks: a whole number from 1 to 64"}},
+			[]string{"choose one of the providers the broker offers", "Chunks: a whole number from 1 to 64"}},
+		{"chunk type nobody offers", "/reservations", url.Values{"provider": {"paris"}, "chunk_type": {"gpu"}, "count": {"1"}},
+			[]string{"Chunk type: choose one the providers offer (standard)"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

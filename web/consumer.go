@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -85,7 +87,11 @@ type consumerForms struct {
 }
 
 func (cc *ConsumerConsole) get(c *fiber.Ctx) error {
-	return cc.render(c, fiber.StatusOK, consumerForms{}, consumerFlash[c.Query("ok")])
+	flash := consumerFlash[c.Query("ok")]
+	if n, err := strconv.Atoi(c.Query("n")); err == nil && c.Query("ok") == "reserved" && n > 1 && n <= MaxManualChunks {
+		flash = fmt.Sprintf("%d reservations requested, one per chunk.", n)
+	}
+	return cc.render(c, fiber.StatusOK, consumerForms{}, flash)
 }
 
 func (cc *ConsumerConsole) render(c *fiber.Ctx, code int, f consumerForms, ok string) error {
@@ -97,7 +103,7 @@ func (cc *ConsumerConsole) render(c *fiber.Ctx, code int, f consumerForms, ok st
 	}
 	page := cc.site.page(c, "Consumer console", st.ClusterID, true)
 	vm := views.ConsumerConsole{
-		Status: consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx)),
+		Status: consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx), cc.site.currency),
 		Errors: f.errs, Flash: ok, FormError: f.bad, CSRF: page.CSRF,
 	}
 	if f.policy != nil {
@@ -133,8 +139,12 @@ func (cc *ConsumerConsole) workloadSummary(ctx context.Context) string {
 	if !w.Enabled {
 		return "Workload is off."
 	}
-	return fmt.Sprintf("Workload on: %d replicas of %s CPU / %s memory — %d running, %d pending.",
-		w.Replicas, w.PodCPU.String(), w.PodMemory.String(), w.Running, w.Pending)
+	replicas := "replicas"
+	if w.Replicas == 1 {
+		replicas = "replica"
+	}
+	return fmt.Sprintf("Workload on: %d %s of %s CPU / %s memory — %d running, %d pending.",
+		w.Replicas, replicas, w.PodCPU.String(), w.PodMemory.String(), w.Running, w.Pending)
 }
 
 func (cc *ConsumerConsole) renderLive(ctx context.Context) (templ.Component, error) {
@@ -142,7 +152,7 @@ func (cc *ConsumerConsole) renderLive(ctx context.Context) (templ.Component, err
 	if err != nil {
 		return nil, err
 	}
-	v := consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx))
+	v := consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx), cc.site.currency)
 	parts := []templ.Component{
 		views.ConsumerStatusPanel(v),
 		views.ConsumerReservations(v, "", cc.site.prefix),
@@ -276,53 +286,83 @@ func (cc *ConsumerConsole) postWorkload(c *fiber.Ctx) error {
 }
 
 func reserveForm(st ConsumerStatus, provider, chunkType, count string) views.ReserveForm {
-	f := views.ReserveForm{Count: count}
+	f := views.ReserveForm{Count: count, MaxCount: MaxManualChunks}
+	offers := offeredChunks(st)
 	f.Providers = append(f.Providers, views.Option{Value: "", Label: "choose a provider…", Selected: provider == ""})
-	for _, p := range offeredProviders(st) {
-		f.Providers = append(f.Providers, views.Option{Value: p, Label: p, Selected: p == provider})
+	for _, p := range slices.Sorted(maps.Keys(offers)) {
+		types := make([]string, 0, len(offers[p]))
+		for _, t := range slices.Sorted(maps.Keys(offers[p])) {
+			types = append(types, string(t))
+		}
+		f.Providers = append(f.Providers, views.Option{Value: p, Label: p + " (" + strings.Join(types, ", ") + ")", Selected: p == provider})
 	}
-	for _, t := range []api.ChunkType{api.ChunkStandard, api.ChunkGPU} {
+	for _, t := range offeredTypes(offers) {
 		f.ChunkTypes = append(f.ChunkTypes, views.Option{Value: string(t), Label: string(t), Selected: string(t) == chunkType})
 	}
 	return f
 }
 
-func offeredProviders(st ConsumerStatus) []string {
-	seen := map[string]bool{}
-	var out []string
+// offeredChunks is, per provider, the chunk types the broker offers.
+func offeredChunks(st ConsumerStatus) map[string]map[api.ChunkType]bool {
+	out := map[string]map[api.ChunkType]bool{}
 	for _, g := range st.NodeGroups {
-		if !seen[g.ProviderClusterID] {
-			seen[g.ProviderClusterID] = true
-			out = append(out, g.ProviderClusterID)
+		t := g.Type
+		if t == "" {
+			t = api.ChunkStandard
 		}
+		if out[g.ProviderClusterID] == nil {
+			out[g.ProviderClusterID] = map[api.ChunkType]bool{}
+		}
+		out[g.ProviderClusterID][t] = true
 	}
-	sort.Strings(out)
 	return out
 }
 
-// parseReservation validates the manual reservation form against the
-// providers the broker offers.
-func parseReservation(provider, ct, count string, offered []string) (ReservationSpec, views.FieldErrors) {
+// offeredTypes is every chunk type some provider offers, sorted.
+func offeredTypes(offers map[string]map[api.ChunkType]bool) []api.ChunkType {
+	all := map[api.ChunkType]bool{}
+	for _, ts := range offers {
+		for t := range ts {
+			all[t] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(all))
+}
+
+// MaxManualChunks is the most chunks one manual reservation form asks for
+// (each becomes a one-chunk reservation).
+const MaxManualChunks = 64
+
+// parseReservation validates the manual reservation form against the chunk
+// types each provider offers. The spec's ChunkCount is the number of chunks
+// asked for; each becomes a one-chunk reservation.
+func parseReservation(provider, ct, count string, offers map[string]map[api.ChunkType]bool) (ReservationSpec, views.FieldErrors) {
 	errs := views.FieldErrors{}
 	spec := ReservationSpec{ProviderClusterID: provider, ChunkType: api.ChunkType(ct)}
-	known := false
-	for _, p := range offered {
-		known = known || p == provider
-	}
-	if !known {
+	types, known := offers[provider]
+	switch {
+	case !known:
 		errs["provider"] = "Provider: choose one of the providers the broker offers"
+	case !slices.Contains(offeredTypes(offers), spec.ChunkType):
+		names := make([]string, 0, 2)
+		for _, t := range offeredTypes(offers) {
+			names = append(names, string(t))
+		}
+		errs["chunk_type"] = "Chunk type: choose one the providers offer (" + strings.Join(names, ", ") + ")"
+	case !types[spec.ChunkType]:
+		errs["chunk_type"] = fmt.Sprintf("%s offers no %s chunks", provider, spec.ChunkType)
 	}
-	if spec.ChunkType != api.ChunkStandard && spec.ChunkType != api.ChunkGPU {
-		errs["chunk_type"] = "Chunk type: standard or gpu"
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(count)); err != nil || n < 1 || n > 64 {
-		errs["count"] = "Chunks: a whole number from 1 to 64"
+	if n, err := strconv.Atoi(strings.TrimSpace(count)); err != nil || n < 1 || n > MaxManualChunks {
+		errs["count"] = fmt.Sprintf("Chunks: a whole number from 1 to %d", MaxManualChunks)
 	} else {
 		spec.ChunkCount = int32(n)
 	}
 	return spec, errs
 }
 
+// postReserve makes one one-chunk reservation per chunk asked for (the
+// broker reserves one chunk per reservation: one virtual node each). It
+// stops at the first refusal and says how many were made.
 func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
 	if err := cc.site.checkWrite(c); err != nil {
 		return cc.site.csrfRefused(c, err)
@@ -333,15 +373,29 @@ func (cc *ConsumerConsole) postReserve(c *fiber.Ctx) error {
 		return fiber.NewError(fiber.StatusServiceUnavailable, "the consumer agent's state is unavailable; retry shortly")
 	}
 	provider, ct, count := formValue(c, "provider"), formValue(c, "chunk_type"), formValue(c, "count")
-	spec, errs := parseReservation(provider, ct, count, offeredProviders(st))
+	spec, errs := parseReservation(provider, ct, count, offeredChunks(st))
 	form := reserveForm(st, provider, ct, count)
 	if len(errs) > 0 {
 		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{reserve: &form, errs: errs}, "")
 	}
-	if _, err := cc.backend.CreateReservation(ctx, spec); err != nil {
-		return cc.render(c, backendStatus(err), consumerForms{reserve: &form, bad: "Reservation not created: " + err.Error()}, "")
+	want := spec.ChunkCount
+	one := spec
+	one.ChunkCount = 1
+	var made int32
+	for ; made < want; made++ {
+		if _, err = cc.backend.CreateReservation(ctx, one); err != nil {
+			break
+		}
 	}
-	return c.Redirect(cc.site.path("/?ok=reserved"), fiber.StatusSeeOther)
+	if err != nil {
+		cc.site.log.Info("consumer console: manual reservation refused", "provider", provider, "chunkType", ct, "made", made, "asked", want, "err", err)
+		msg := "Reservation not created: " + err.Error() + "."
+		if made > 0 {
+			msg = fmt.Sprintf("Reserved %d of %d chunks; the rest were not: %s.", made, want, err.Error())
+		}
+		return cc.render(c, backendStatus(err), consumerForms{reserve: &form, bad: msg}, "")
+	}
+	return c.Redirect(cc.site.path("/?ok=reserved&n="+strconv.Itoa(int(made))), fiber.StatusSeeOther)
 }
 
 func (cc *ConsumerConsole) postRelease(c *fiber.Ctx) error {
@@ -358,7 +412,7 @@ func (cc *ConsumerConsole) postRelease(c *fiber.Ctx) error {
 	return c.Redirect(cc.site.path("/?ok=released"), fiber.StatusSeeOther)
 }
 
-func consumerStatusView(now time.Time, st ConsumerStatus, workload string) views.ConsumerStatus {
+func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) views.ConsumerStatus {
 	chosen := st.ChosenProvider
 	if chosen == "" {
 		chosen = dash
@@ -381,18 +435,21 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload string) views
 	for _, p := range provs {
 		v.RTTs = append(v.RTTs, views.RTTRow{Provider: p, RTT: millis(st.RTTs[p]), Chosen: p == st.ChosenProvider})
 	}
+	applied := st.AppliedPlacement
+	if applied == "" {
+		applied = st.Placement.Type
+	}
+	header, metric := metricColumn(applied, cur)
+	v.MetricHeader = header
 	groups := append([]api.NodeGroupView(nil), st.NodeGroups...)
 	sort.Slice(groups, func(i, j int) bool { return groups[i].ID < groups[j].ID })
 	for _, g := range groups {
 		row := views.GroupRow{
-			ID: g.ID, Provider: g.ProviderClusterID, Type: string(g.Type), Cost: g.Cost, Metric: dash,
-			Reserved: fmt.Sprintf("%d / %d", g.CurrentReserved, g.MaxSize),
-		}
-		if row.Cost == "" {
-			row.Cost = dash
+			ID: g.ID, Provider: g.ProviderClusterID, Type: string(g.Type), Cost: quantityPerHour(cur, g.Cost), Metric: dash,
+			Reserved: groupUse(g),
 		}
 		if g.HasMetric && g.PlacementMetric != nil {
-			row.Metric = strconv.FormatFloat(*g.PlacementMetric, 'g', 4, 64)
+			row.Metric = metric(*g.PlacementMetric)
 		}
 		v.Groups = append(v.Groups, row)
 	}

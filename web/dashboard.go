@@ -49,6 +49,9 @@ type DashboardOptions struct {
 	// (default 5s).
 	HistoryWindow time.Duration
 	SampleEvery   time.Duration
+	// Currency is the ISO 4217 code prices are shown in (default
+	// DefaultCurrency).
+	Currency string
 	// StaleAfter marks a provider stale when its last advertisement is older
 	// (default 2m).
 	StaleAfter time.Duration
@@ -115,10 +118,15 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = 2 * time.Minute
 	}
+	cur, err := checkCurrency(opts.Currency)
+	if err != nil {
+		return nil, err
+	}
 	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, liveTiming{opts.Refresh, opts.Coalesce, opts.RenderShare})
 	if err != nil {
 		return nil, err
 	}
+	s.currency = cur
 	if opts.Token != nil {
 		a, err := auth.NewAuthenticator(auth.Options{
 			Verifier: opts.Token, Secure: opts.SecureCookie, CookieName: "fa_dashboard", Now: s.clock.Now,
@@ -221,10 +229,10 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 	if err != nil {
 		return views.Dashboard{}, fmt.Errorf("read overview: %w", err)
 	}
-	return buildDashboard(d.site.clock.Now(), ov, d.hist, d.opts.StaleAfter), nil
+	return buildDashboard(d.site.clock.Now(), ov, d.hist, d.opts.StaleAfter, d.site.currency), nil
 }
 
-func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter time.Duration) views.Dashboard {
+func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter time.Duration, cur string) views.Dashboard {
 	vm := views.Dashboard{GeneratedAt: clockTime(now), Warnings: ov.Warnings}
 	cp := ov.Capacity
 	vm.Stats = []views.Stat{
@@ -247,8 +255,9 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 		if a.CarbonWeighted == nil && a.CarbonIntensity != nil {
 			r.Carbon = carbon(a.CarbonIntensity) + " now"
 		}
-		if a.CostPerChunk > 0 || len(a.UnitPrices) > 0 {
-			r.Price = money(a.CostPerChunk)
+		r.Price = "unpriced"
+		if cost, ok := chunkCost(a, cp.ChunkSizes); ok {
+			r.Price = perHour(cur, cost)
 		}
 		switch {
 		case !a.Available:
@@ -268,11 +277,9 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 			RTT: dash, LastSeen: ago(now, c.LastSeen.Time),
 		}
 		if r.Chosen == "" {
-			r.Chosen = dash
+			r.Chosen = "none growable now"
 		}
-		if c.MeasuredRTT != nil {
-			r.RTT = millis(*c.MeasuredRTT)
-		}
+		r.RTT = rttList(c.MeasuredLatencies)
 		vm.Consumers = append(vm.Consumers, r)
 	}
 	sort.Slice(vm.Consumers, func(i, j int) bool { return vm.Consumers[i].ID < vm.Consumers[j].ID })
@@ -285,7 +292,7 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 	vm.Charts = []views.Chart{
 		buildChart("reserved", "Chunks reserved per provider", "chunks", now, span, ids, series,
 			func(s sample) (float64, bool) { return s.reserved, true }),
-		buildChart("price", "Price per chunk", "per hour", now, span, ids, series,
+		buildChart("price", "Price per chunk", cur+" per hour", now, span, ids, series,
 			func(s sample) (float64, bool) { return s.price, s.hasPrice }),
 		buildChart("carbon", "Weighted carbon intensity", "gCO2eq/kWh", now, span, ids, series,
 			func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }),

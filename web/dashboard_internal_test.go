@@ -60,7 +60,11 @@ func TestBuildDashboard(t *testing.T) {
 			ad("alpha", 3, 0.25, now.Add(-3*time.Second), true),
 			ad("mid", 0, 0.5, now, false),
 		},
-		Consumers: []api.OverviewConsumer{{ClusterID: "rome", Placement: api.PlacementPrice, AppliedPlacement: api.PlacementStandard, MeasuredRTT: &rtt}},
+		Consumers: []api.OverviewConsumer{
+			{ClusterID: "rome", Placement: api.PlacementPrice, AppliedPlacement: api.PlacementStandard, ChosenProvider: "alpha", MeasuredRTT: &rtt,
+				MeasuredLatencies: map[string]float64{"mid": 80.06, "alpha": rtt}},
+			{ClusterID: "turin"},
+		},
 		Reservations: []api.OverviewReservation{
 			{ReservationResponse: api.ReservationResponse{ReservationID: "old", Status: api.PhaseReleased, CreatedAt: metav1.NewTime(now.Add(-time.Hour))}},
 			{ReservationResponse: api.ReservationResponse{ReservationID: "live", Status: api.PhasePeering, ChunkCount: 2, CreatedAt: metav1.NewTime(now.Add(-time.Minute))},
@@ -70,18 +74,21 @@ func TestBuildDashboard(t *testing.T) {
 	h := newHistory(time.Hour, 5*time.Second)
 	h.record(now.Add(-2*time.Minute), ov.Advertisements)
 	h.record(now, ov.Advertisements)
-	vm := buildDashboard(now, ov, h, 2*time.Minute)
+	vm := buildDashboard(now, ov, h, 2*time.Minute, DefaultCurrency)
 
 	var ids []string
 	for _, p := range vm.Providers {
 		ids = append(ids, p.ID+":"+p.Price+":"+p.HealthLabel+":"+p.Freshness)
 	}
-	want := "alpha:0.2500:available:3s ago,mid:0.5000:unavailable:0s ago,zeta:—:stale:10m ago"
+	want := "alpha:0.2500 EUR/h:available:3s ago,mid:0.5000 EUR/h:unavailable:0s ago,zeta:unpriced:stale:10m ago"
 	if got := strings.Join(ids, ","); got != want {
 		t.Fatalf("providers\n got %s\nwant %s", got, want)
 	}
-	if c := vm.Consumers[0]; c.Policy != "Price (applied: Standard)" || c.RTT != "12.3 ms" || c.Chosen != "—" {
+	if c := vm.Consumers[0]; c.Policy != "Price (applied: Standard)" || c.RTT != "alpha 12.3 ms · mid 80.1 ms" || c.Chosen != "alpha" {
 		t.Fatalf("consumer row %+v", c)
+	}
+	if c := vm.Consumers[1]; c.RTT != "not measured" || c.Chosen != "none growable now" {
+		t.Fatalf("consumer without room or RTTs: %+v", c)
 	}
 	if vm.Reservations[0].ID != "live" || len(vm.Reservations[0].Timeline) != 2 || !vm.Reservations[0].Timeline[1].Current {
 		t.Fatalf("live reservations first with their timeline: %+v", vm.Reservations)

@@ -3,13 +3,17 @@ package web
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 )
 
 const dash = "—"
@@ -78,8 +82,76 @@ func resources(rl corev1.ResourceList) string {
 	return strings.Join(parts, " · ")
 }
 
+// DefaultCurrency is the currency prices are shown in when the options name
+// none. Placement compares prices as plain numbers, so a federation prices
+// in one currency; the flag --currency of the broker and the agents names
+// it for the pages.
+const DefaultCurrency = "EUR"
+
+var currencyCode = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// checkCurrency accepts an ISO 4217 code ("" means DefaultCurrency).
+func checkCurrency(c string) (string, error) {
+	if c == "" {
+		return DefaultCurrency, nil
+	}
+	if !currencyCode.MatchString(c) {
+		return "", fmt.Errorf("web: currency %s is not an ISO 4217 code: write three capital letters such as EUR, USD or CHF", api.ShowString(c))
+	}
+	return c, nil
+}
+
 func money(v float64) string {
 	return fmt.Sprintf("%.4f", v)
+}
+
+// perHour renders a cost per hour with its currency ("0.0280 EUR/h").
+func perHour(cur string, v float64) string {
+	return money(v) + " " + cur + "/h"
+}
+
+// pricePerHour is perHour with nil for "unpriced" (a resource without a
+// price), never 0.
+func pricePerHour(cur string, v *float64) string {
+	if v == nil {
+		return "unpriced"
+	}
+	return perHour(cur, *v)
+}
+
+// quantityPerHour renders a node group's cost (the wire's Quantity text,
+// such as "48m") as money per hour; "" is "unpriced".
+func quantityPerHour(cur, q string) string {
+	if q == "" {
+		return "unpriced"
+	}
+	v, err := resource.ParseQuantity(q)
+	if err != nil {
+		return dash
+	}
+	f, err := strconv.ParseFloat(v.AsDec().String(), 64)
+	if err != nil {
+		return dash
+	}
+	return perHour(cur, f)
+}
+
+// metricColumn is the header of the node groups' metric column and the
+// rendering of one value under the applied policy (docs/placement.md):
+// Price stamps the cost per chunk, Eco the weighted carbon intensity,
+// Latency the distance, Weighted a score; Standard stamps none.
+func metricColumn(p api.PlacementType, cur string) (header string, value func(float64) string) {
+	switch p {
+	case api.PlacementPrice:
+		return "Cost per chunk", func(v float64) string { return perHour(cur, v) }
+	case api.PlacementEco:
+		return "Carbon, weighted", func(v float64) string { return fmt.Sprintf("%.0f g/kWh", v) }
+	case api.PlacementLatency:
+		return "Distance", func(v float64) string { return fmt.Sprintf("%.0f km", v) }
+	case api.PlacementWeighted:
+		return "Score (lower wins)", func(v float64) string { return "score " + strconv.FormatFloat(v, 'f', 3, 64) }
+	}
+	return "Metric", func(float64) string { return dash }
 }
 
 func carbon(v *float64) string {
@@ -144,4 +216,51 @@ func chunksLabel(n int32, t api.ChunkType) string {
 		t = api.ChunkStandard
 	}
 	return fmt.Sprintf("%d × %s", n, t)
+}
+
+// groupUse renders a node group's use by this consumer: "1 of 4 chunks"
+// for the growable group; a group the policy masks (maxSize =
+// currentReserved) says so instead of "0 / 0".
+func groupUse(g api.NodeGroupView) string {
+	switch {
+	case g.MaxSize > g.CurrentReserved:
+		return fmt.Sprintf("%d of %d chunks", g.CurrentReserved, g.MaxSize)
+	case g.CurrentReserved > 0:
+		return fmt.Sprintf("%d held · masked by policy", g.CurrentReserved)
+	}
+	return "masked by policy"
+}
+
+// chunkCost is a provider's cost per chunk for the dashboard: the broker's
+// costPerChunk, which it leaves out both for a free provider and for an
+// unpriced one; false (shown "unpriced", never 0) when no chunk type of
+// the provider is priced by placement.CostPerChunk's rule.
+func chunkCost(a api.AdvertisementSnapshot, sizes map[api.ChunkType]corev1.ResourceList) (float64, bool) {
+	if a.CostPerChunk > 0 {
+		return a.CostPerChunk, true
+	}
+	for _, size := range sizes {
+		if _, ok := placement.CostPerChunk(a.UnitPrices, size); ok {
+			return 0, true
+		}
+	}
+	return 0, false
+}
+
+// rttList renders measured RTTs per provider, sorted by provider
+// ("milan 12.3 ms · paris 80.1 ms"); "not measured" when there are none.
+func rttList(m map[string]float64) string {
+	if len(m) == 0 {
+		return "not measured"
+	}
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	parts := make([]string, 0, len(ids))
+	for _, id := range ids {
+		parts = append(parts, id+" "+millis(m[id]))
+	}
+	return strings.Join(parts, " · ")
 }

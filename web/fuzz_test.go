@@ -135,10 +135,10 @@ func FuzzReservationForm(f *testing.F) {
 	f.Add("paris", "standard", "1", "res-1")
 	f.Add("../p1", "tpu", "1e30", "../x")
 	f.Fuzz(func(t *testing.T, provider, chunkType, count, releaseID string) {
-		offered := []string{"paris", "milan"}
+		offered := map[string]map[api.ChunkType]bool{"paris": {api.ChunkStandard: true}, "milan": {api.ChunkStandard: true, api.ChunkGPU: true}}
 		spec, errs := parseReservation(provider, chunkType, count, offered)
 		if len(errs) == 0 {
-			if spec.ProviderClusterID != "paris" && spec.ProviderClusterID != "milan" || spec.ChunkCount < 1 || spec.ChunkCount > 64 {
+			if !offered[spec.ProviderClusterID][spec.ChunkType] || spec.ChunkCount < 1 || spec.ChunkCount > 64 {
 				t.Fatalf("accepted %+v", spec)
 			}
 			req := api.ReservationRequest{ProviderClusterID: spec.ProviderClusterID, ChunkCount: 1, ChunkType: spec.ChunkType,

@@ -77,7 +77,7 @@ func (p *ProviderConsole) render(c *fiber.Ctx, code int, form views.SharingForm,
 	if err != nil {
 		return p.unavailable(c, err)
 	}
-	vm := views.ProviderConsole{Status: providerStatusView(p.site.clock.Now(), st), Form: form, Errors: errs, Flash: ok, FormError: bad}
+	vm := views.ProviderConsole{Status: providerStatusView(p.site.clock.Now(), st, p.site.currency), Form: form, Errors: errs, Flash: ok, FormError: bad}
 	return p.site.renderPage(c, code, views.ProviderPage(p.site.page(c, "Provider console", st.ClusterID, true), vm))
 }
 
@@ -108,7 +108,7 @@ func (p *ProviderConsole) renderLive(ctx context.Context) (templ.Component, erro
 	if err != nil {
 		return nil, err
 	}
-	v := providerStatusView(p.site.clock.Now(), st)
+	v := providerStatusView(p.site.clock.Now(), st, p.site.currency)
 	return templ.Join(views.ProviderStatusPanel(v), views.ProviderLoans(v)), nil
 }
 
@@ -278,7 +278,7 @@ func parseClusterList(s string) ([]string, string) {
 	return out, ""
 }
 
-func providerStatusView(now time.Time, st ProviderStatus) views.ProviderStatus {
+func providerStatusView(now time.Time, st ProviderStatus, cur string) views.ProviderStatus {
 	v := views.ProviderStatus{ClusterID: st.ClusterID, Broker: "advertised", BrokerClass: "ok"}
 	if st.LastAdvertised.IsZero() {
 		v.Broker, v.BrokerClass = "not advertised yet", "warn"
@@ -319,7 +319,7 @@ func providerStatusView(now time.Time, st ProviderStatus) views.ProviderStatus {
 	for _, l := range loans {
 		v.Loans = append(v.Loans, views.LoanRow{
 			Reservation: l.ReservationID, Consumer: l.ConsumerClusterID, Chunks: chunksLabel(l.ChunkCount, l.ChunkType),
-			Phase: string(l.Phase), PhaseClass: phaseClass(l.Phase), Since: ago(now, l.Since),
+			Phase: string(l.Phase), PhaseClass: phaseClass(l.Phase), Since: ago(now, l.Since), Price: pricePerHour(cur, l.CostPerHour),
 		})
 	}
 	return v

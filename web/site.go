@@ -39,13 +39,15 @@ type site struct {
 	// answers); owned by the publisher goroutine.
 	failingSince time.Time
 	// logins bounds failed login attempts per client.
-	logins  *auth.Throttle
-	title   string
-	authn   *auth.Authenticator // nil: no login
-	hub     *live.Hub
-	log     *slog.Logger
-	clock   clock.WithTicker
-	refresh time.Duration
+	logins *auth.Throttle
+	title  string
+	// currency is the ISO 4217 code prices are shown in.
+	currency string
+	authn    *auth.Authenticator // nil: no login
+	hub      *live.Hub
+	log      *slog.Logger
+	clock    clock.WithTicker
+	refresh  time.Duration
 	// coalesce is the shortest time between two publications: a burst of
 	// changes within it is published once, at its end.
 	coalesce time.Duration

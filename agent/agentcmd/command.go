@@ -68,6 +68,8 @@ type Options struct {
 	// LocalAPIAllowedHosts are extra Host names the local API answers to.
 	LocalAPIAllowedHosts []string
 	ConsoleListen        string
+	// Currency is the ISO 4217 code the console shows prices in.
+	Currency string
 	// ConsoleTokenFile holds the console login token (e.g. a mounted
 	// Secret); ConsoleTokenStore is where a generated token's hash is kept.
 	ConsoleTokenFile  string
@@ -152,6 +154,7 @@ behaviour.`,
 	f.StringVar(&o.LiqoctlPath, "liqoctl-path", "liqoctl", "liqoctl binary (--liqo-driver liqoctl)")
 	f.StringVar(&o.LocalAPIListen, "local-api-listen", "127.0.0.1:9090", "consumer: address of the local API the adapter calls (plain HTTP, no auth: keep it on loopback)")
 	f.StringSliceVar(&o.LocalAPIAllowedHosts, "local-api-allowed-hosts", nil, "consumer: extra Host names the local API answers to besides loopback names and the IP it is called on (e.g. a Service name)")
+	f.StringVar(&o.Currency, "currency", web.DefaultCurrency, "ISO 4217 code the console shows prices in (the federation's currency)")
 	f.StringVar(&o.ConsoleListen, "console-listen", "", "address of the agent's web console (empty: none); login with the console token")
 	f.StringVar(&o.ConsoleTokenFile, "console-token-file", "", "file holding the console login token (e.g. a mounted Secret); default: generate one on first start")
 	f.StringVar(&o.ConsoleTokenStore, "console-token-store", "", "where the hash of a generated console token is kept (default: <user config dir>/federation-autoscaler/<role>-console-token)")
@@ -384,7 +387,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		if o.ConsoleListen != "" {
-			pcons, err := web.NewProviderConsole(&console.Provider{ClusterID: b.ClusterID, Agent: agent}, web.ConsoleOptions{Token: consoleToken, Log: log.With("component", "console")})
+			pcons, err := web.NewProviderConsole(&console.Provider{ClusterID: b.ClusterID, Agent: agent}, web.ConsoleOptions{Token: consoleToken, Currency: o.Currency, Log: log.With("component", "console")})
 			if err != nil {
 				return err
 			}
@@ -432,7 +435,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 				ClusterID: b.ClusterID, Namespace: o.Namespace, Agent: agent, Local: local, Broker: bc, Client: cl,
 				Prober: cc.Prober, Logger: log,
 			}
-			ccons, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: consoleToken, Log: log.With("component", "console")})
+			ccons, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: consoleToken, Currency: o.Currency, Log: log.With("component", "console")})
 			if err != nil {
 				return err
 			}

@@ -9,8 +9,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -72,6 +74,9 @@ func hash(v any) string {
 type ProviderAgent interface {
 	Sharing() *provider.Store
 	LastAdvertisement() (*api.AdvertisementRequest, api.AdvertisementResponse)
+	// BrokerView is the broker's last view of the provider (chunks, loans)
+	// and the error of the last read.
+	BrokerView() (*api.AdvertisementSnapshot, string)
 }
 
 // Provider implements web.ProviderBackend over a provider agent.
@@ -82,14 +87,19 @@ type Provider struct {
 
 var _ web.ProviderBackend = (*Provider)(nil)
 
-// Status reports the discovered location, carbon, capacity and chunks of
-// the last accepted advertisement. Loans are not known to a provider agent
-// (the broker holds them) and stay empty.
+// Status reports the discovered location, carbon and capacity of the last
+// accepted advertisement, and the broker's view of the provider: when it
+// last accepted an advertisement, the chunks per type (total, reserved,
+// free) and every live loan.
 func (p *Provider) Status(context.Context) (web.ProviderStatus, error) {
 	st := web.ProviderStatus{ClusterID: p.ClusterID}
+	view, viewErr := p.Agent.BrokerView()
+	st.BrokerError = viewErr
 	req, resp := p.Agent.LastAdvertisement()
 	if req == nil {
-		st.BrokerError = "no advertisement accepted yet"
+		if st.BrokerError == "" {
+			st.BrokerError = "no advertisement accepted yet"
+		}
 		return st, nil
 	}
 	st.Topology = req.Topology
@@ -98,6 +108,23 @@ func (p *Provider) Status(context.Context) (web.ProviderStatus, error) {
 		st.CarbonWeighted = &w
 	}
 	st.Resources = req.Resources
+	if view != nil {
+		st.LastAdvertised = view.LastSeen.Time
+		st.Chunks = view.Chunks
+		for _, l := range view.Loans {
+			since := l.CreatedAt.Time
+			if l.ActivatedAt != nil {
+				since = l.ActivatedAt.Time
+			}
+			st.Loans = append(st.Loans, web.Loan{
+				ReservationID: l.ReservationID, ConsumerClusterID: l.ConsumerClusterID, ChunkType: l.ChunkType,
+				ChunkCount: l.ChunkCount, Phase: l.Status, Since: since, CostPerHour: l.CostPerHour,
+			})
+		}
+		return st, nil
+	}
+	// Accepted, but the broker's view was not read yet: the totals of the
+	// advertisement's answer.
 	if len(resp.ChunkCounts) > 0 {
 		st.Chunks = map[api.ChunkType]api.ChunkCounts{}
 		for t, n := range resp.ChunkCounts {
@@ -165,7 +192,8 @@ func (p *Provider) ApplySharing(_ context.Context, cfg web.SharingConfig) error 
 func (p *Provider) Subscribe(ctx context.Context) <-chan struct{} {
 	return changes(ctx, PollInterval, func(context.Context) string {
 		req, resp := p.Agent.LastAdvertisement()
-		return hash([]any{p.Agent.Sharing().Config(), req, resp.ChunkCounts, resp.ChunkCount})
+		view, viewErr := p.Agent.BrokerView()
+		return hash([]any{p.Agent.Sharing().Config(), req, resp.ChunkCounts, resp.ChunkCount, view, viewErr})
 	})
 }
 
@@ -213,9 +241,33 @@ type Consumer struct {
 	// Region and City are the consumer's location ("" when unknown).
 	Region, City string
 	Logger       *slog.Logger
+	// Now is the clock of the manual reservations' retention (default
+	// time.Now).
+	Now func() time.Time
 
 	mu     sync.Mutex
-	manual map[string]bool
+	manual map[string]*manualReservation
+}
+
+// ManualRetention is how long the console keeps showing a manual
+// reservation after it ended (Released, Failed, Expired); then it is
+// dropped. An ended reservation is read from the broker once, not at every
+// render.
+const ManualRetention = time.Minute
+
+// manualReservation is a reservation made from the console.
+type manualReservation struct {
+	// final is the broker's answer once the reservation ended (nil while
+	// live); endedAt is when the console saw it end.
+	final   *api.ReservationResponse
+	endedAt time.Time
+}
+
+func (c *Consumer) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
 }
 
 var _ web.ConsumerBackend = (*Consumer)(nil)
@@ -231,8 +283,7 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 		return st, fmt.Errorf("reading the ConsumerPolicy: %w", err)
 	}
 	if pl != nil {
-		// AppliedPlacement stays empty: the broker reports it in its
-		// overview, not to the agent.
+		// AppliedPlacement comes with the node groups below.
 		st.Placement = *pl
 	}
 	groups, err := c.Local.NodeGroups(ctx)
@@ -251,6 +302,7 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 		return st, fmt.Errorf("reading every node group from the broker: %w", err)
 	}
 	st.NodeGroups = all.NodeGroups
+	st.AppliedPlacement = all.AppliedPlacement
 	var endpoints []string
 	byEndpoint := map[string]string{}
 	for _, g := range all.NodeGroups {
@@ -269,48 +321,68 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	if err != nil {
 		return st, fmt.Errorf("reading the virtual nodes from the local API: %w", err)
 	}
-	ids := map[string]bool{}
+	st.VirtualNodes = c.virtualNodes(vns)
+	st.Reservations = c.reservations(ctx, vns)
+	return st, nil
+}
+
+// reservations reads the reservations behind the virtual nodes and the live
+// manual ones from the broker; ended manual ones come from the console's
+// memory until ManualRetention has passed.
+func (c *Consumer) reservations(ctx context.Context, vns []localapi.VirtualNode) []web.ConsumerReservation {
+	now := c.now()
+	read := map[string]bool{}
 	for _, v := range vns {
-		ids[v.ReservationID] = true
-		vn := web.VirtualNode{Name: v.Name, ReservationID: v.ReservationID, ProviderClusterID: v.ProviderClusterID, State: state(v.Phase)}
-		if v.LastTransitionTime != nil {
-			vn.Since = v.LastTransitionTime.Time
-		}
-		st.VirtualNodes = append(st.VirtualNodes, vn)
+		read[v.ReservationID] = true
+	}
+	var out []web.ConsumerReservation
+	add := func(r api.ReservationResponse, manual bool) {
+		out = append(out, web.ConsumerReservation{
+			ID: r.ReservationID, ProviderClusterID: r.ProviderClusterID, ChunkType: r.ChunkType, ChunkCount: r.ChunkCount,
+			Phase: r.Status, Manual: manual, CreatedAt: r.CreatedAt.Time, Message: r.Message,
+		})
 	}
 	c.mu.Lock()
-	for id := range c.manual {
-		ids[id] = true
+	for id, m := range c.manual {
+		switch {
+		case m.final == nil:
+			read[id] = true
+		case now.Sub(m.endedAt) >= ManualRetention:
+			delete(c.manual, id)
+		default:
+			add(*m.final, true)
+		}
 	}
 	c.mu.Unlock()
-	for _, id := range slices.Sorted(mapsKeys(ids)) {
+	for _, id := range slices.Sorted(maps.Keys(read)) {
 		r, err := c.Broker.Reservation(ctx, id)
 		if err != nil {
 			continue // gone from the broker: nothing to show
 		}
+		r.ReservationID = id
 		c.mu.Lock()
-		manual := c.manual[id]
-		if manual && r.Status.Terminal() && !ids[id] {
-			delete(c.manual, id)
+		m := c.manual[id]
+		if m != nil && r.Status.Terminal() {
+			final := r
+			m.final, m.endedAt = &final, now
 		}
 		c.mu.Unlock()
-		st.Reservations = append(st.Reservations, web.ConsumerReservation{
-			ID: id, ProviderClusterID: r.ProviderClusterID, ChunkType: r.ChunkType, ChunkCount: r.ChunkCount,
-			Phase: r.Status, Manual: manual, CreatedAt: r.CreatedAt.Time, Message: r.Message,
-		})
+		add(r, m != nil)
 	}
-	sort.SliceStable(st.Reservations, func(i, j int) bool { return st.Reservations[i].CreatedAt.Before(st.Reservations[j].CreatedAt) })
-	return st, nil
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
 }
 
-func mapsKeys(m map[string]bool) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
+func (c *Consumer) virtualNodes(vns []localapi.VirtualNode) []web.VirtualNode {
+	var out []web.VirtualNode
+	for _, v := range vns {
+		vn := web.VirtualNode{Name: v.Name, ReservationID: v.ReservationID, ProviderClusterID: v.ProviderClusterID, State: state(v.Phase)}
+		if v.LastTransitionTime != nil {
+			vn.Since = v.LastTransitionTime.Time
 		}
+		out = append(out, vn)
 	}
+	return out
 }
 
 // state maps a VirtualNodeState phase to the console's states.
@@ -395,17 +467,60 @@ func (c *Consumer) CreateReservation(ctx context.Context, spec web.ReservationSp
 	id := "manual-" + uuid.NewString()
 	c.mu.Lock()
 	if c.manual == nil {
-		c.manual = map[string]bool{}
+		c.manual = map[string]*manualReservation{}
 	}
-	c.manual[id] = true
+	c.manual[id] = &manualReservation{}
 	c.mu.Unlock()
 	if _, err := c.Local.Reserve(ctx, id, req); err != nil {
 		c.mu.Lock()
 		delete(c.manual, id)
 		c.mu.Unlock()
-		return "", classify(err)
+		if c.Logger != nil {
+			c.Logger.Info("Manual reservation refused", "reservation", id, "provider", spec.ProviderClusterID, "chunkType", spec.ChunkType, "err", err)
+		}
+		return "", reserveRefusal(spec, err)
 	}
 	return id, nil
+}
+
+// plainError is an error shown to a person: Error is plain words (no ids,
+// no status codes); the original stays in the chain for errors.Is/As.
+type plainError struct {
+	msg string
+	err error
+}
+
+func (e *plainError) Error() string { return e.msg }
+func (e *plainError) Unwrap() error { return e.err }
+
+// reserveRefusal says in plain words why the broker (through the local
+// API) refused a manual reservation, classified for the console's status.
+func reserveRefusal(spec web.ReservationSpec, err error) error {
+	var le *localapi.Error
+	if !errors.As(err, &le) {
+		return &plainError{msg: "the consumer agent could not be reached; try again in a moment", err: err}
+	}
+	p, t := spec.ProviderClusterID, spec.ChunkType
+	var msg string
+	switch le.Code {
+	case api.CodeNotFound:
+		msg = fmt.Sprintf("%s offers no %s chunks", p, t)
+	case api.CodeInsufficientCapacity:
+		msg = fmt.Sprintf("%s has no free %s chunk left", p, t)
+	case api.CodeForbidden:
+		msg = fmt.Sprintf("%s does not lend more %s chunks to this cluster (its sharing rules or its per-consumer quota)", p, t)
+	case api.CodeServiceUnavailable:
+		msg = fmt.Sprintf("%s has stopped advertising; try again when it is back", p)
+	case api.CodePreconditionFailed:
+		msg = "the broker has not received this cluster's heartbeat yet; try again in a few seconds"
+	case api.CodeTooManyRequests:
+		msg = "the broker is busy; try again in a moment"
+	case api.CodeTimeout, api.CodeUpstreamError:
+		msg = "the broker could not be reached; try again in a moment"
+	default:
+		msg = "the broker refused the reservation: " + le.Message
+	}
+	return classify(&plainError{msg: msg, err: err})
 }
 
 // ReleaseReservation releases through the local API.
@@ -417,12 +532,12 @@ func (c *Consumer) ReleaseReservation(ctx context.Context, id string) error {
 	return classify(err)
 }
 
-// classify marks the local API's refusals (400, 404, 409, passed through
-// from the broker) with the console's error classes, so the console answers
-// 400, 404 or 409 instead of 502.
+// classify marks the local API's refusals (400, 403, 404, 409, passed
+// through from the broker) with the console's error classes, so the console
+// answers 400, 404 or 409 instead of 502.
 func classify(err error) error {
 	switch localapi.StatusOf(err) {
-	case http.StatusBadRequest:
+	case http.StatusBadRequest, http.StatusForbidden, http.StatusPreconditionFailed:
 		return web.Classify(web.ErrInvalid, err)
 	case http.StatusNotFound:
 		return web.Classify(web.ErrNotFound, err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,10 +26,14 @@ import (
 )
 
 type providerAgent struct {
-	store *provider.Store
-	req   *api.AdvertisementRequest
-	resp  api.AdvertisementResponse
+	store   *provider.Store
+	req     *api.AdvertisementRequest
+	resp    api.AdvertisementResponse
+	view    *api.AdvertisementSnapshot
+	viewErr string
 }
+
+func (p *providerAgent) BrokerView() (*api.AdvertisementSnapshot, string) { return p.view, p.viewErr }
 
 func (p *providerAgent) Sharing() *provider.Store { return p.store }
 func (p *providerAgent) LastAdvertisement() (*api.AdvertisementRequest, api.AdvertisementResponse) {
@@ -196,5 +201,181 @@ func TestConsumer(t *testing.T) {
 	}
 	if _, err := c.CreateReservation(ctx, web.ReservationSpec{}); err == nil {
 		t.Error("a reservation without a provider was accepted")
+	}
+}
+
+// The provider console shows the broker's view: when it last accepted an
+// advertisement, the chunks per type with reserved and free, and the loans.
+func TestProviderStatusFromBrokerView(t *testing.T) {
+	seen := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	active := metav1.NewTime(seen.Add(-time.Minute))
+	cost := 0.056
+	agent := &providerAgent{
+		req:  &api.AdvertisementRequest{ClusterID: "paris"},
+		resp: api.AdvertisementResponse{Accepted: true, ChunkCounts: map[api.ChunkType]int32{api.ChunkStandard: 4}},
+	}
+	p := &Provider{ClusterID: "paris", Agent: agent}
+	st, err := p.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before the first read of the view: the advertisement's totals.
+	if st.Chunks[api.ChunkStandard].TotalChunks != 4 || len(st.Loans) != 0 || !st.LastAdvertised.IsZero() {
+		t.Errorf("before a view: %+v", st)
+	}
+	agent.view = &api.AdvertisementSnapshot{
+		ClusterID: "paris", LastSeen: metav1.NewTime(seen),
+		Chunks: map[api.ChunkType]api.ChunkCounts{api.ChunkStandard: {TotalChunks: 4, ReservedChunks: 2, AvailableChunks: 2}},
+		Loans: []api.ProviderLoan{
+			{ReservationID: "r1", ConsumerClusterID: "london", ChunkType: api.ChunkStandard, ChunkCount: 2, Status: api.PhasePeered,
+				CreatedAt: metav1.NewTime(seen.Add(-2 * time.Minute)), ActivatedAt: &active, CostPerHour: &cost},
+			{ReservationID: "r2", ConsumerClusterID: "rome", ChunkType: api.ChunkStandard, ChunkCount: 1, Status: api.PhasePending,
+				CreatedAt: metav1.NewTime(seen)},
+		},
+	}
+	agent.viewErr = "broker unreachable: connection refused"
+	st, err = p.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.LastAdvertised.Equal(seen) || st.BrokerError != agent.viewErr {
+		t.Errorf("last advertised %v, error %q", st.LastAdvertised, st.BrokerError)
+	}
+	if got := st.Chunks[api.ChunkStandard]; got != (api.ChunkCounts{TotalChunks: 4, ReservedChunks: 2, AvailableChunks: 2}) {
+		t.Errorf("chunks = %+v", got)
+	}
+	want := []web.Loan{
+		{ReservationID: "r1", ConsumerClusterID: "london", ChunkType: api.ChunkStandard, ChunkCount: 2, Phase: api.PhasePeered, Since: active.Time, CostPerHour: &cost},
+		{ReservationID: "r2", ConsumerClusterID: "rome", ChunkType: api.ChunkStandard, ChunkCount: 1, Phase: api.PhasePending, Since: seen},
+	}
+	if len(st.Loans) != len(want) {
+		t.Fatalf("loans = %+v", st.Loans)
+	}
+	for i, w := range want {
+		g := st.Loans[i]
+		if g.ReservationID != w.ReservationID || g.ConsumerClusterID != w.ConsumerClusterID || g.ChunkCount != w.ChunkCount ||
+			g.Phase != w.Phase || !g.Since.Equal(w.Since) || (g.CostPerHour == nil) != (w.CostPerHour == nil) {
+			t.Errorf("loan %d = %+v, want %+v", i, g, w)
+		}
+	}
+}
+
+// phaseBroker answers reservations with a settable phase and counts reads.
+type phaseBroker struct {
+	broker
+	mu    sync.Mutex
+	phase map[string]api.Phase
+	reads map[string]int
+}
+
+func (b *phaseBroker) Reservation(_ context.Context, id string) (api.ReservationResponse, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reads[id]++
+	return api.ReservationResponse{ReservationID: id, Status: b.phase[id], ProviderClusterID: "paris", ChunkCount: 1}, nil
+}
+
+func (b *phaseBroker) set(id string, p api.Phase) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.phase[id] = p
+}
+
+func (b *phaseBroker) readsOf(id string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.reads[id]
+}
+
+// The console's manual reservations do not grow for ever: an ended one is
+// read from the broker once, shown from memory for ManualRetention, then
+// dropped.
+func TestManualReservationsEndAndAreDropped(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	b := &phaseBroker{phase: map[string]api.Phase{}, reads: map[string]int{}}
+	l := &local{}
+	c := &Consumer{ClusterID: "london", Agent: consumerAgent{fake.NewClientBuilder().Build()}, Local: l, Broker: b, Now: func() time.Time { return now }}
+	ctx := context.Background()
+	id, err := c.CreateReservation(ctx, web.ReservationSpec{ProviderClusterID: "paris", ChunkCount: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	manualIDs := func() []string {
+		t.Helper()
+		rs := c.reservations(ctx, nil)
+		var out []string
+		for _, r := range rs {
+			if r.Manual {
+				out = append(out, r.ID+"="+string(r.Phase))
+			}
+		}
+		return out
+	}
+	b.set(id, api.PhasePeered)
+	if got := manualIDs(); len(got) != 1 || got[0] != id+"=Peered" {
+		t.Fatalf("live: %v", got)
+	}
+	b.set(id, api.PhaseReleased)
+	if got := manualIDs(); len(got) != 1 || got[0] != id+"=Released" {
+		t.Fatalf("ended: %v", got)
+	}
+	reads := b.readsOf(id)
+	now = now.Add(ManualRetention - time.Second)
+	if got := manualIDs(); len(got) != 1 || got[0] != id+"=Released" {
+		t.Fatalf("within the retention: %v", got)
+	}
+	if b.readsOf(id) != reads {
+		t.Errorf("an ended reservation was read again from the broker (%d reads, want %d)", b.readsOf(id), reads)
+	}
+	now = now.Add(time.Second)
+	if got := manualIDs(); len(got) != 0 {
+		t.Fatalf("after the retention: %v, want none", got)
+	}
+	c.mu.Lock()
+	left := len(c.manual)
+	c.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d manual reservations still tracked", left)
+	}
+}
+
+type refusingLocal struct {
+	local
+	err error
+}
+
+func (l *refusingLocal) Reserve(context.Context, string, api.ReservationRequest) (*api.ReservationResponse, error) {
+	return nil, l.err
+}
+
+// A refused manual reservation is explained in plain words, without ids or
+// status codes, and keeps its class for the console's status.
+func TestReserveRefusalInPlainWords(t *testing.T) {
+	cases := []struct {
+		err   error
+		want  string
+		class error
+	}{
+		{&localapi.Error{Status: 404, Code: api.CodeNotFound, Message: `node group "paris-gpu" not found`}, "paris offers no gpu chunks", web.ErrNotFound},
+		{&localapi.Error{Status: 409, Code: api.CodeInsufficientCapacity, Message: "no capacity on ng-paris-gpu"}, "paris has no free gpu chunk left", web.ErrConflict},
+		{&localapi.Error{Status: 403, Code: api.CodeForbidden, Message: "sharing"}, "paris does not lend more gpu chunks to this cluster (its sharing rules or its per-consumer quota)", web.ErrInvalid},
+		{&localapi.Error{Status: 503, Code: api.CodeServiceUnavailable, Message: "stale"}, "paris has stopped advertising; try again when it is back", nil},
+		{errors.New("dial tcp 127.0.0.1:9090: connection refused"), "the consumer agent could not be reached; try again in a moment", nil},
+	}
+	for _, tc := range cases {
+		c := &Consumer{ClusterID: "london", Local: &refusingLocal{err: tc.err}}
+		_, err := c.CreateReservation(context.Background(), web.ReservationSpec{ProviderClusterID: "paris", ChunkType: api.ChunkGPU, ChunkCount: 1})
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("%v: message %q, want %q", tc.err, err, tc.want)
+		}
+		if tc.class != nil && !errors.Is(err, tc.class) {
+			t.Errorf("%v: not classified as %v", tc.err, tc.class)
+		}
+		if !errors.Is(err, tc.err) {
+			t.Errorf("%v: the original error left the chain", tc.err)
+		}
+		if c.manual != nil && len(c.manual) != 0 {
+			t.Errorf("%v: the refused reservation is still tracked", tc.err)
+		}
 	}
 }

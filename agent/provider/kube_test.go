@@ -27,6 +27,10 @@ func (b *recordingBroker) Advertise(_ context.Context, req api.AdvertisementRequ
 	b.advs = append(b.advs, req)
 	return api.AdvertisementResponse{Accepted: true}, nil
 }
+func (b *recordingBroker) Advertisement(_ context.Context, id string) (api.AdvertisementSnapshot, error) {
+	return api.AdvertisementSnapshot{ClusterID: id}, nil
+}
+
 func (b *recordingBroker) Instructions(ctx context.Context, _ time.Duration) ([]api.InstructionView, bool, error) {
 	<-ctx.Done()
 	return nil, false, ctx.Err()

@@ -30,7 +30,16 @@ import (
 type Broker interface {
 	brokerclient.InstructionSource
 	Advertise(ctx context.Context, req api.AdvertisementRequest) (api.AdvertisementResponse, error)
+	// Advertisement reads the broker's view of this provider, with its
+	// live loans (GET /api/v1/advertisements/{clusterId}).
+	Advertisement(ctx context.Context, clusterID string) (api.AdvertisementSnapshot, error)
 }
+
+// DefaultStatePoll is how often the agent re-reads the broker's view of
+// itself (chunks, loans) besides after every accepted advertisement and
+// every handled instruction: a consumer's reservation changes the loans
+// without the provider taking part.
+const DefaultStatePoll = 5 * time.Second
 
 // PeeringUsers mints and revokes peering credentials (liqo.Driver).
 type PeeringUsers interface {
@@ -66,12 +75,14 @@ type Config struct {
 	Carbon    CarbonLookup
 	// Interval between advertisements (default 30 s); ConfigPoll between
 	// checks of the configuration files (default 5 s); Debounce groups a
-	// burst of pod events into one advertisement (default 1 s).
-	Interval, ConfigPoll, Debounce time.Duration
-	Clock                          clock.WithTicker
-	Logger                         *slog.Logger
-	Tracker                        *health.Tracker
-	Metrics                        *health.Metrics
+	// burst of pod events into one advertisement (default 1 s); StatePoll
+	// between reads of the broker's view of the provider (default
+	// DefaultStatePoll).
+	Interval, ConfigPoll, Debounce, StatePoll time.Duration
+	Clock                                     clock.WithTicker
+	Logger                                    *slog.Logger
+	Tracker                                   *health.Tracker
+	Metrics                                   *health.Metrics
 	// LoopConfig tunes the instruction loop (Source, Handlers, Clock,
 	// Logger and Hooks are filled in by the agent).
 	LoopConfig brokerclient.LoopConfig
@@ -91,6 +102,12 @@ type Agent struct {
 	// answer; buildStreak building them from the cluster's nodes and pods
 	// (it makes the agent not ready).
 	adStreak, buildStreak *health.Streak
+	// view is the broker's last answered view of this provider (nil before
+	// the first); viewErr the error of the last read ("" when it worked).
+	view    *api.AdvertisementSnapshot
+	viewErr string
+	// refresh asks Run to re-read the view (coalescing).
+	refresh chan struct{}
 }
 
 // New validates cfg and builds the agent.
@@ -120,6 +137,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Debounce <= 0 {
 		cfg.Debounce = time.Second
 	}
+	if cfg.StatePoll <= 0 {
+		cfg.StatePoll = DefaultStatePoll
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -130,7 +150,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, cap: c, log: cfg.Logger.With("role", "provider", "cluster", cfg.ClusterID)}
+	a := &Agent{cfg: cfg, cap: c, log: cfg.Logger.With("role", "provider", "cluster", cfg.ClusterID), refresh: make(chan struct{}, 1)}
 	a.adStreak = cfg.Tracker.NewStreak("Advertisement", a.log, cfg.Clock, false)
 	a.buildStreak = cfg.Tracker.NewStreak("Building the advertisement (Kubernetes API)", a.log, cfg.Clock, true)
 	lc := cfg.LoopConfig
@@ -146,6 +166,11 @@ func New(cfg Config) (*Agent, error) {
 		api.KindReconcile:          a.handleReconcile,
 	}
 	lc.Hooks = loopHooks(cfg.Tracker, cfg.Metrics)
+	finished := lc.Hooks.HandlerFinished
+	lc.Hooks.HandlerFinished = func(id string, kind api.InstructionKind, status string, d time.Duration) {
+		finished(id, kind, status, d)
+		a.refreshView() // a credential minted or revoked: a loan started or ended
+	}
 	if a.loop, err = brokerclient.NewLoop(lc); err != nil {
 		return nil, err
 	}
@@ -190,11 +215,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer tick.Stop()
 	cfgTick := a.cfg.Clock.NewTicker(a.cfg.ConfigPoll)
 	defer cfgTick.Stop()
+	viewTick := a.cfg.Clock.NewTicker(a.cfg.StatePoll)
+	defer viewTick.Stop()
 	a.advertise(ctx, true)
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-viewTick.C():
+			a.readView(ctx)
+		case <-a.refresh:
+			a.readView(ctx)
 		case <-tick.C():
 			a.advertise(ctx, true)
 		case <-cfgTick.C():
@@ -366,6 +397,47 @@ func (a *Agent) advertise(ctx context.Context, force bool) {
 	if len(resp.Instructions) > 0 {
 		a.loop.Submit(ctx, resp.Instructions)
 	}
+	a.readView(ctx)
+}
+
+// refreshView asks Run to re-read the broker's view soon (never blocks).
+func (a *Agent) refreshView() {
+	select {
+	case a.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// readView reads the broker's view of this provider; a failure keeps the
+// last view and records the error (the console says since when it is
+// stale).
+func (a *Agent) readView(ctx context.Context) {
+	snap, err := a.cfg.Broker.Advertisement(ctx, a.cfg.ClusterID)
+	if err != nil && ctx.Err() != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		if a.viewErr == "" {
+			a.log.Debug("Reading the broker's view of this provider failed", "err", err)
+		}
+		a.viewErr = err.Error()
+		return
+	}
+	a.view, a.viewErr = &snap, ""
+}
+
+// BrokerView returns the broker's last view of this provider (nil before
+// the first read) and the error of the last read ("" when it worked).
+func (a *Agent) BrokerView() (*api.AdvertisementSnapshot, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.view == nil {
+		return nil, a.viewErr
+	}
+	v := *a.view
+	return &v, a.viewErr
 }
 
 func (a *Agent) count(outcome string) {

@@ -36,14 +36,18 @@ autoscaler and its console. The clusters are simulated Kubernetes API servers;
 everything else is the product's code. See docs/demo.md.
 
 Open the consumer console, pick a policy, switch the workload on and watch
-the dashboard. Ctrl-C stops everything.`,
+the dashboard. Ctrl-C stops everything.
+
+The demo logs at warn (the broker's access log at info would bury the
+addresses it prints), whatever the --log-level default below says; pass
+--log-level info or debug for more.`,
 		Example: `  make demo
   federation-autoscaler demo --providers 5 --base-port 18000 --peering-delay 0s --scan-interval 1s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Every component logs to stderr; at info the broker's access
 			// log alone would bury the URLs printed above it. The demo logs
-			// warnings unless --log-level (or FA_LOG_LEVEL) says otherwise.
+			// warnings unless --log-level says otherwise.
 			if f := cmd.Flags().Lookup("log-level"); f != nil && !f.Changed {
 				if err := f.Value.Set("warn"); err != nil {
 					return err
@@ -68,7 +72,7 @@ the dashboard. Ctrl-C stops everything.`,
 	f := cmd.Flags()
 	f.IntVar(&providers, "providers", 3, fmt.Sprintf("number of provider clusters (1–%d); the first three are Sydney, Montreal and Paris", demo.MaxProviders))
 	f.IntVar(&o.BasePort, "base-port", 18440, "first port: broker API +0, dashboard +1, mock-geo +2, mock-eco +3, consumer console +4, local API +5, adapter +6, provider consoles +10…; 0 picks free ports")
-	f.StringVar(&o.DataDir, "data-dir", "demo-data", "folder of the demo's PKI, join bundles, broker database, sharing files and console token (created on first run, reused later)")
+	f.StringVar(&o.DataDir, "data-dir", "demo-data", "folder of the demo's PKI, join bundles, sharing files and console token (created on first run, reused later) and of the broker database (emptied at every start: the simulated clusters do not outlive a run)")
 	f.StringVar(&o.ListenHost, "listen-host", "127.0.0.1", "address of the broker, dashboard and consoles (the clusters always use their cities' loopback addresses)")
 	f.DurationVar(&o.PeeringDelay, "peering-delay", 2*time.Second, "simulated Liqo: delay before a borrowed virtual node becomes Ready")
 	f.DurationVar(&o.ScanInterval, "scan-interval", 2*time.Second, "the autoscaler's scan interval")

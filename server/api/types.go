@@ -192,6 +192,26 @@ type AdvertisementSnapshot struct {
 	Sharing *Sharing `json:"sharing,omitempty"`
 	// Chunks breaks capacity down by chunk type (extension).
 	Chunks map[ChunkType]ChunkCounts `json:"chunks,omitempty"`
+	// Loans lists the live reservations the provider serves, oldest first
+	// (extension). Only GET /api/v1/advertisements/{clusterId} fills it,
+	// and only the provider itself may call that route; the overview
+	// leaves it empty (it lists every reservation anyway).
+	Loans []ProviderLoan `json:"loans,omitempty"`
+}
+
+// ProviderLoan is one live reservation a provider serves (extension).
+type ProviderLoan struct {
+	ReservationID     string       `json:"reservationId"`
+	ConsumerClusterID string       `json:"consumerClusterId"`
+	ChunkType         ChunkType    `json:"chunkType"`
+	ChunkCount        int32        `json:"chunkCount"`
+	Status            Phase        `json:"status"`
+	CreatedAt         metav1.Time  `json:"createdAt"`
+	ActivatedAt       *metav1.Time `json:"activatedAt,omitempty"`
+	// CostPerHour is what the loan earns per hour at the provider's
+	// current unit prices (chunkCount × the chunk's cost); absent when a
+	// resource of the chunk is unpriced.
+	CostPerHour *float64 `json:"costPerHour,omitempty"`
 }
 
 // ChunkCounts is a total/reserved/available triple.

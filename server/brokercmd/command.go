@@ -52,6 +52,8 @@ type Options struct {
 	ReleaseBurst       int
 	ChunkConfig        string
 	DashboardToken     string
+	// Currency is the ISO 4217 code the dashboard shows prices in.
+	Currency string
 	// Limits bound what each listener holds (--max-conns,
 	// --max-conns-per-ip, --handshake-timeout; zero: automatic).
 	Limits netguard.Limits
@@ -108,6 +110,7 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.Float64Var(&o.RateLimitRPS, "rate-limit-rps", rest.DefaultRateLimitRPS, "sustained requests per second of the per-certificate rate limit")
 	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst; 0: the default")
 	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
+	f.StringVar(&o.Currency, "currency", web.DefaultCurrency, "ISO 4217 code the dashboard shows prices in (placement compares prices as numbers: the federation prices in one currency)")
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
 	f.BoolVar(&o.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the dashboard listener (behind --dashboard-token when set; CPU profiles at most ?seconds=25: the listener's write timeout is 30s)")
 	o.Limits.AddFlags(f)
@@ -178,7 +181,7 @@ func (o *Options) listeners() int {
 // dashboard token, has its own login page and session cookie, which the
 // listener's token guard honours.
 func webDashboard(ctx context.Context, svc *reservations.Service, o Options, log *slog.Logger) (ops.Mount, error) {
-	opts := web.DashboardOptions{StaleAfter: o.ProviderStaleAfter, Log: log}
+	opts := web.DashboardOptions{StaleAfter: o.ProviderStaleAfter, Currency: o.Currency, Log: log}
 	if o.DashboardToken != "" {
 		tok, err := auth.NewStaticToken(o.DashboardToken)
 		if err != nil {

@@ -3,6 +3,8 @@ package reservations
 import (
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 )
@@ -23,9 +25,18 @@ func (s *Service) decorateSnapshot(snap *api.AdvertisementSnapshot, p *provider,
 	if p.chunks[api.ChunkStandard] == 0 && p.chunks[api.ChunkGPU] > 0 {
 		typ = api.ChunkGPU
 	}
-	if cost, ok := placement.CostPerChunk(r.UnitPrices, s.cfg.ChunkConfig.Shape(typ)); ok {
-		if f, err := strconv.ParseFloat(cost.String(), 64); err == nil {
-			snap.CostPerChunk = f
-		}
+	if f, ok := s.chunkCost(r.UnitPrices, typ); ok {
+		snap.CostPerChunk = f
 	}
+}
+
+// chunkCost is the cost per hour of one chunk of typ at prices, as a float
+// for display; false when a resource of the chunk is unpriced.
+func (s *Service) chunkCost(prices corev1.ResourceList, typ api.ChunkType) (float64, bool) {
+	cost, ok := placement.CostPerChunk(prices, s.cfg.ChunkConfig.Shape(typ))
+	if !ok {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(cost.String(), 64)
+	return f, err == nil
 }

@@ -38,24 +38,20 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 		if p.available {
 			capy.AvailableProviderCount++
 		}
-		for typ, n := range p.chunks {
-			res := s.st.reserved[ptKey{id, typ}]
-			avail := int32(0)
-			if p.available {
-				avail = max(n-res, 0)
-			}
+		snap := s.snapshot(id, p, true)
+		for typ, n := range snap.Chunks {
 			cc := capy.ByChunkType[typ]
 			// Saturating: a total over providers at the int32 maximum
 			// stays at the maximum instead of wrapping.
-			cc.TotalChunks = placement.AddChunks(cc.TotalChunks, n)
-			cc.ReservedChunks = placement.AddChunks(cc.ReservedChunks, res)
-			cc.AvailableChunks = placement.AddChunks(cc.AvailableChunks, avail)
+			cc.TotalChunks = placement.AddChunks(cc.TotalChunks, n.TotalChunks)
+			cc.ReservedChunks = placement.AddChunks(cc.ReservedChunks, n.ReservedChunks)
+			cc.AvailableChunks = placement.AddChunks(cc.AvailableChunks, n.AvailableChunks)
 			capy.ByChunkType[typ] = cc
-			capy.TotalChunks = placement.AddChunks(capy.TotalChunks, n)
-			capy.ReservedChunks = placement.AddChunks(capy.ReservedChunks, res)
-			capy.AvailableChunks = placement.AddChunks(capy.AvailableChunks, avail)
+			capy.TotalChunks = placement.AddChunks(capy.TotalChunks, n.TotalChunks)
+			capy.ReservedChunks = placement.AddChunks(capy.ReservedChunks, n.ReservedChunks)
+			capy.AvailableChunks = placement.AddChunks(capy.AvailableChunks, n.AvailableChunks)
 		}
-		ov.Advertisements = append(ov.Advertisements, s.snapshot(id, p, true))
+		ov.Advertisements = append(ov.Advertisements, snap)
 	}
 	ov.Capacity = capy
 	for _, r := range s.sortedReservations() {
@@ -91,14 +87,14 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 		hb := c.rec.Heartbeat
 		row := api.OverviewConsumer{
 			ClusterID: id, LiqoClusterID: hb.LiqoClusterID, Region: hb.Region, City: hb.City,
-			ChosenProvider: hb.ChosenProvider, LastSeen: mt(c.rec.LastSeen), AppliedPlacement: c.policy,
+			ChosenProvider: s.chosenProvider(id, hb.ChosenProvider), LastSeen: mt(c.rec.LastSeen), AppliedPlacement: c.policy,
 			MeasuredLatencies: hb.MeasuredLatencies, Latitude: hb.Latitude, Longitude: hb.Longitude,
 		}
 		if hb.Placement != nil {
 			row.Placement = hb.Placement.Type
 			row.Weights = hb.Placement.Weights
 		}
-		if rtt, ok := hb.MeasuredLatencies[hb.ChosenProvider]; ok && hb.ChosenProvider != "" {
+		if rtt, ok := hb.MeasuredLatencies[row.ChosenProvider]; ok && row.ChosenProvider != "" {
 			row.MeasuredRTT = &rtt
 		}
 		ov.Consumers = append(ov.Consumers, row)
@@ -107,4 +103,35 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 		}
 	}
 	return ov, nil
+}
+
+// chosenProvider is the provider consumer id grows on now under its
+// policy: the growable group of its placement view (the view its node
+// groups come from, so the dashboard and the Cluster Autoscaler see one
+// decision), the standard chunk type first. Under a Latency shortlist the
+// consumer re-masks the shortlist by measured RTT, so its own pick
+// (reported, from its heartbeat) counts when it is on the shortlist; a
+// pick that is not growable now (a stale choice) is ignored. "" when no
+// group is growable.
+func (s *Service) chosenProvider(id, reported string) string {
+	v := s.idx.View(id, false)
+	first, firstStd := "", ""
+	for _, g := range v.NodeGroups {
+		if g.MaxSize <= g.CurrentReserved {
+			continue
+		}
+		if v.LatencyShortlist && g.ProviderClusterID == reported {
+			return reported
+		}
+		if first == "" {
+			first = g.ProviderClusterID
+		}
+		if firstStd == "" && g.Type == api.ChunkStandard {
+			firstStd = g.ProviderClusterID
+		}
+	}
+	if firstStd != "" {
+		return firstStd
+	}
+	return first
 }

@@ -3,6 +3,7 @@ package reservations
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -75,7 +76,51 @@ func (s *Service) Advertisement(ctx context.Context, id string) (api.Advertiseme
 	if !ok {
 		return api.AdvertisementSnapshot{}, api.Errorf(api.CodeNotFound, "no advertisement for cluster %q", id)
 	}
-	return s.snapshot(id, p, false), nil
+	snap := s.snapshot(id, p, false)
+	snap.Loans = s.loansLocked(id, p)
+	return snap, nil
+}
+
+// loansLocked lists the live reservations provider id serves, oldest first,
+// with their cost per hour at the provider's current prices. It looks the
+// reservations up per consumer (O(consumers + loans)), not over every
+// reservation of the federation.
+func (s *Service) loansLocked(id string, p *provider) []api.ProviderLoan {
+	cost := map[api.ChunkType]*float64{}
+	chunkCost := func(typ api.ChunkType) *float64 {
+		c, seen := cost[typ]
+		if !seen {
+			if f, ok := s.chunkCost(p.rec.Request.UnitPrices, typ); ok {
+				c = &f
+			}
+			cost[typ] = c
+		}
+		return c
+	}
+	var loans []api.ProviderLoan
+	for cid := range s.st.consumers {
+		for _, r := range s.st.byPair[store.PairKey(cid, id)] {
+			if r.Phase.Terminal() {
+				continue
+			}
+			l := api.ProviderLoan{
+				ReservationID: r.ID, ConsumerClusterID: r.ConsumerID, ChunkType: r.ChunkType, ChunkCount: r.ChunkCount,
+				Status: r.Phase, CreatedAt: mt(r.CreatedAt), ActivatedAt: mtp(r.ActivatedAt),
+			}
+			if c := chunkCost(r.ChunkType); c != nil {
+				v := *c * float64(r.ChunkCount)
+				l.CostPerHour = &v
+			}
+			loans = append(loans, l)
+		}
+	}
+	slices.SortFunc(loans, func(a, b api.ProviderLoan) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ReservationID, b.ReservationID)
+	})
+	return loans
 }
 
 func (s *Service) snapshot(id string, p *provider, dashboard bool) api.AdvertisementSnapshot {
@@ -94,10 +139,33 @@ func (s *Service) snapshot(id string, p *provider, dashboard bool) api.Advertise
 		UnitPrices: r.UnitPrices, CarbonIntensity: r.CarbonIntensity, CarbonForecast: r.CarbonForecast,
 		CapacityScalePercent: r.CapacityScalePercent, CapacityFixed: r.CapacityFixed, Renewable: r.Renewable,
 		ProbeEndpoint: r.ProbeEndpoint, ChunkCount: total, ReservedChunks: reserved, AvailableChunks: avail,
-		LastSeen: mt(p.rec.LastSeen), Available: p.available,
+		LastSeen: mt(p.rec.LastSeen), Available: p.available, Sharing: cloneSharing(r.Sharing),
+	}
+	if len(p.chunks) > 0 {
+		snap.Chunks = make(map[api.ChunkType]api.ChunkCounts, len(p.chunks))
+		for typ, n := range p.chunks {
+			res := s.st.reserved[ptKey{id, typ}]
+			cc := api.ChunkCounts{TotalChunks: n, ReservedChunks: res}
+			if p.available {
+				cc.AvailableChunks = max(n-res, 0)
+			}
+			snap.Chunks[typ] = cc
+		}
 	}
 	s.decorateSnapshot(&snap, p, dashboard)
 	return snap
+}
+
+// cloneSharing copies a stored rule set so that no reader of a snapshot
+// shares its slices with the broker's state.
+func cloneSharing(in *api.Sharing) *api.Sharing {
+	if in == nil {
+		return nil
+	}
+	out := *in
+	out.AllowedConsumers = slices.Clone(in.AllowedConsumers)
+	out.DeniedConsumers = slices.Clone(in.DeniedConsumers)
+	return &out
 }
 
 // Heartbeat implements rest.Broker: it replaces the consumer's registry

@@ -43,6 +43,8 @@ type LoanRow struct {
 	Phase       string
 	PhaseClass  string
 	Since       string
+	// Price is what the loan earns per hour at the current prices.
+	Price string
 }
 
 // SharingForm is the provider's sharing configuration form.
@@ -86,10 +88,12 @@ type ConsumerConsole struct {
 
 // ConsumerStatus is the live part of the consumer console.
 type ConsumerStatus struct {
-	ClusterID    string
-	Facts        []KV
-	RTTs         []RTTRow
-	Groups       []GroupRow
+	ClusterID string
+	Facts     []KV
+	RTTs      []RTTRow
+	Groups    []GroupRow
+	// MetricHeader names the node groups' metric under the applied policy.
+	MetricHeader string
 	Reservations []ConsumerReservationRow
 	Nodes        []NodeRow
 	Workload     string
@@ -162,4 +166,6 @@ type ReserveForm struct {
 	Providers  []Option
 	ChunkTypes []Option
 	Count      string
+	// MaxCount is the most chunks one submission asks for.
+	MaxCount int
 }
