@@ -86,41 +86,34 @@ var firstNumber = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
 // chunk.
 func expectProviderConsoleTruth(u *ui, tg *Target, p playwright.Page, id string) providerConsoleShown {
 	u.t.Helper()
-	deadline := time.Now().Add(truthDeadline)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ov, err := tg.BrokerOverview(ctx)
-		cancel()
-		u.ok(err, "read the broker's state")
+	var got providerConsoleShown
+	pollTruth(u, tg, "the provider console of "+id, func(ov api.Overview) string {
 		want, snap := providerConsoleWant(ov, id)
 		raw, err := p.Evaluate(readProviderConsole)
 		u.ok(err, "read the provider console")
-		var got providerConsoleShown
+		got = providerConsoleShown{}
 		u.ok(json.Unmarshal([]byte(raw.(string)), &got), "decode the provider console")
 		slices.Sort(got.Loans)
 		slices.Sort(got.Chunks)
-		if slices.Equal(got.Loans, want.Loans) && slices.Equal(got.Chunks, want.Chunks) && len(want.Chunks) > 0 {
-			if got.Broker != "advertised" || got.LastAd == "never" || got.LastAd == "" {
-				u.t.Fatalf("provider console of %s says %q, last advertisement %q, while the broker has its advertisement", id, got.Broker, got.LastAd)
-			}
-			if snap != nil && snap.CostPerChunk > 0 {
-				for _, pr := range got.Prices {
-					rid, text, _ := strings.Cut(pr, "|")
-					n := loanChunks(ov, rid)
-					v, err := strconv.ParseFloat(firstNumber.FindString(text), 64)
-					if err != nil || math.Abs(v-snap.CostPerChunk*float64(n)) > 0.00005 {
-						u.t.Fatalf("loan %s on %s shows price %q, the broker's cost is %d × %.4f per hour", rid, id, text, n, snap.CostPerChunk)
-					}
+		if !slices.Equal(got.Loans, want.Loans) || !slices.Equal(got.Chunks, want.Chunks) || len(want.Chunks) == 0 {
+			return fmt.Sprintf("it shows loans %v and chunks %v; the broker has loans %v and chunks %v", got.Loans, got.Chunks, want.Loans, want.Chunks)
+		}
+		if got.Broker != "advertised" || got.LastAd == "never" || got.LastAd == "" {
+			return fmt.Sprintf("it says %q, last advertisement %q, while the broker has its advertisement", got.Broker, got.LastAd)
+		}
+		if snap != nil && snap.CostPerChunk > 0 {
+			for _, pr := range got.Prices {
+				rid, text, _ := strings.Cut(pr, "|")
+				n := loanChunks(ov, rid)
+				v, err := strconv.ParseFloat(firstNumber.FindString(text), 64)
+				if err != nil || math.Abs(v-snap.CostPerChunk*float64(n)) > 0.00005 {
+					return fmt.Sprintf("loan %s shows price %q, the broker's cost is %d × %.4f per hour", rid, text, n, snap.CostPerChunk)
 				}
 			}
-			return got
 		}
-		if time.Now().After(deadline) {
-			u.t.Fatalf("after %v the provider console of %s shows loans %v and chunks %v; the broker has loans %v and chunks %v",
-				truthDeadline, id, got.Loans, got.Chunks, want.Loans, want.Chunks)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return ""
+	})
+	return got
 }
 
 func loanChunks(ov api.Overview, id string) int32 {
@@ -155,26 +148,13 @@ type consumerGroupsShown struct {
 // for the policy with the same money values, and no "0 / 0".
 func expectConsumerGroupsUnits(u *ui, tg *Target, p playwright.Page, currency string) {
 	u.t.Helper()
-	deadline := time.Now().Add(truthDeadline)
-	var problem string
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		ov, err := tg.BrokerOverview(ctx)
-		cancel()
-		u.ok(err, "read the broker's state")
+	pollTruth(u, tg, "the consumer console's node groups", func(ov api.Overview) string {
 		raw, err := p.Evaluate(readConsumerGroups)
 		u.ok(err, "read the consumer console")
 		var got consumerGroupsShown
 		u.ok(json.Unmarshal([]byte(raw.(string)), &got), "decode the consumer console")
-		problem = consumerGroupsProblem(ov, got, currency)
-		if problem == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			u.t.Fatalf("after %v the consumer console's node groups are wrong: %s", truthDeadline, problem)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return consumerGroupsProblem(ov, got, currency)
+	})
 }
 
 var quantityNotation = regexp.MustCompile(`^[0-9.]+[munk]$`)
