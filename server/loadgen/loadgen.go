@@ -22,6 +22,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -174,11 +175,25 @@ func (r *recorder) done(route string, began, end time.Time, status int, err erro
 	}
 	key := strconv.Itoa(status)
 	if status == 0 {
-		key = "transport"
+		key = transportError(err)
 	}
 	r.mu.Lock()
 	r.errs[route][key]++
 	r.mu.Unlock()
+}
+
+// transportError names the kind of a failed request without an answer.
+func transportError(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
+		return "reset"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "eof"
+	}
+	return "transport"
 }
 
 // agent is one simulated cluster with its own transport.
@@ -414,10 +429,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	t0 := time.Now()
 	rec.start = t0.Add(cfg.Warmup)
 	rec.end = rec.start.Add(cfg.Window)
-	// Agents register within the first half of the warm-up (at most one
-	// heartbeat period) so every cadence runs at its steady rate when the
-	// window opens.
-	spread := min(cfg.Warmup/2, cfg.HeartbeatEvery)
+	// Agents register (and make their TLS handshakes) spread over the first
+	// half of the warm-up, so every cadence runs at its steady rate when the
+	// window opens; a longer warm-up spreads the handshakes of a large run.
+	spread := cfg.Warmup / 2
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup

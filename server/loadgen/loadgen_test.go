@@ -1,7 +1,13 @@
 package loadgen
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -44,5 +50,22 @@ func TestProcReadsThisProcess(t *testing.T) {
 	}
 	if loadAverage() == "" {
 		t.Fatal("no load average")
+	}
+}
+
+func TestTransportErrorKinds(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{context.DeadlineExceeded, "timeout"},
+		{fmt.Errorf("post: %w", syscall.ECONNRESET), "reset"},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, "reset"},
+		{fmt.Errorf("read: %w", io.ErrUnexpectedEOF), "eof"},
+		{errors.New("tls: bad certificate"), "transport"},
+	} {
+		if got := transportError(tc.err); got != tc.want {
+			t.Errorf("transportError(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }

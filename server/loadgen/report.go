@@ -16,7 +16,9 @@ type RouteStats struct {
 	P90Ms    float64 `json:"p90Ms"`
 	P99Ms    float64 `json:"p99Ms"`
 	MaxMs    float64 `json:"maxMs"`
-	// Errors by HTTP status ("transport" for a failed connection).
+	// Errors by HTTP status, or for a request without an answer "timeout",
+	// "reset" (refused or reset connection), "eof" (closed mid-request) or
+	// "transport" (anything else).
 	ErrorCount int64            `json:"errorCount"`
 	Errors     map[string]int64 `json:"errors"`
 	Note       string           `json:"note,omitempty"`

@@ -84,7 +84,7 @@ every simulated agent from one address.`,
 	c := &o.Config
 	f.IntVar(&c.Providers, "providers", 250, "simulated provider agents")
 	f.IntVar(&c.Consumers, "consumers", 250, "simulated consumer agents")
-	f.DurationVar(&c.Warmup, "warmup", 40*time.Second, "time the agents run before the measured window (they register within the first half, at most one heartbeat period)")
+	f.DurationVar(&c.Warmup, "warmup", 40*time.Second, "time the agents run before the measured window (they register, one TLS handshake each, spread over its first half)")
 	f.DurationVar(&c.Window, "duration", 2*time.Minute, "the measured window")
 	f.DurationVar(&c.AdvertiseEvery, "advertise-every", 30*time.Second, "advertisement period of a provider")
 	f.DurationVar(&c.HeartbeatEvery, "heartbeat-every", 15*time.Second, "heartbeat period of a consumer")
