@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	goruntime "runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +32,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -121,23 +124,32 @@ func Start(tb testing.TB) *Env {
 	if err != nil {
 		tb.Fatalf("testcluster: %v", err)
 	}
+	// The CRDs are installed below, not by env.Start: envtest waits a fixed
+	// 5 s for the default namespace and 10 s for CRDs, and a starved
+	// machine can take longer for either while nothing is wrong.
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
-		CRDs:                     defs,
-		ControlPlaneStartTimeout: 60 * time.Second,
+		ControlPlaneStartTimeout: startTimeout,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
 	env.ControlPlane.GetAPIServer().Configure().
 		Set("disable-admission-plugins", "ServiceAccount", "TaintNodesByCondition")
 	started := time.Now()
-	if _, err := env.Start(); err != nil {
-		tb.Fatalf("testcluster: starting kube-apiserver + etcd from %s: %v", assets, err)
-	}
+	_, err = env.Start()
 	tb.Cleanup(func() {
 		if err := env.Stop(); err != nil {
 			tb.Errorf("testcluster: stopping the control plane: %v", err)
 		}
 	})
+	if err != nil && !(env.Config != nil && strings.Contains(err.Error(), "default namespace didn't register")) {
+		tb.Fatalf("testcluster: starting kube-apiserver + etcd from %s: %v", assets, err)
+	}
+	if err := waitForDefaultNamespace(env.Config, startTimeout); err != nil {
+		tb.Fatalf("testcluster: kube-apiserver at %s is up but %v", env.Config.Host, err)
+	}
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: defs, MaxTime: startTimeout}); err != nil {
+		tb.Fatalf("testcluster: installing the CRDs: %v", err)
+	}
 	admin, err := env.AddUser(envtest.User{Name: "fa-admin", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		tb.Fatalf("testcluster: adding the admin user: %v", err)
@@ -158,6 +170,31 @@ func Start(tb testing.TB) *Env {
 	}
 	tb.Logf("testcluster: kube-apiserver %s + etcd up in %s at %s", KubeVersion, time.Since(started).Round(time.Millisecond), cfg.Host)
 	return &Env{Config: cfg, Kubeconfig: kcPath, Client: c, env: env}
+}
+
+// startTimeout bounds each step of starting the real control plane: the
+// binaries, the default namespace and the CRDs (a starved 2-core machine
+// has needed more than envtest's 5 s for the namespace).
+const startTimeout = 60 * time.Second
+
+// waitForDefaultNamespace polls until the API server's system namespaces
+// controller has created "default", as envtest does but with a deadline
+// that a loaded machine meets.
+func waitForDefaultNamespace(cfg *rest.Config, timeout time.Duration) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building a client: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the default namespace did not appear within %s: %w", timeout, err)
+	}
+	return nil
 }
 
 // StartSimulated starts the project's simulated API server (mocks/kubeapi)
