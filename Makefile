@@ -8,16 +8,33 @@ LDFLAGS := -X github.com/federation-autoscaler/federation-autoscaler/cli.Version
 # real-apiserver suites build their control plane once into a cache.
 TEST_FLAGS ?= -race -count=1 -timeout 45m
 
-.PHONY: all build test generate bench demo fmt vet clean flake-hunt
+# The browser tests' driver (.ci/setup installs it there).
+export PLAYWRIGHT_DRIVER_PATH ?= /var/cache/federation-autoscaler/playwright-driver-1.52.0
+# What .ci/setup could not install: one line per suite that will not run.
+SETUP_MISSING := bin/setup-missing
+
+.PHONY: all build setup test generate bench demo fmt vet clean flake-hunt
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) .
 
-test: build
+# Installs what the suites need (idempotent; about a second once done).
+setup:
+	./.ci/setup $(SETUP_MISSING)
+
+# Every suite, after the set-up; a suite that could not run is named in the
+# final summary, after the test output, whatever the result.
+test: setup build
 	$(GO) vet ./...
-	$(GO) test $(TEST_FLAGS) ./...
+	@rc=0; $(GO) test $(TEST_FLAGS) ./... || rc=$$?; \
+	if [ -s $(SETUP_MISSING) ]; then \
+		echo; echo "=== NOT EVERY SUITE RAN: these skipped for lack of a tool (see .ci/setup) ==="; \
+		sed 's/^/  NOT RUN  /' $(SETUP_MISSING); \
+		echo "==="; \
+	fi; \
+	exit $$rc
 
 generate:
 	# CRD types → deepcopy (agent/apis) and CRD manifests (deploy/crds).
