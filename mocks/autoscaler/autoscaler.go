@@ -167,6 +167,7 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 
 	// Borrowed nodes and what runs on them.
 	busy := map[string]bool{}
+	used := map[string][3]int64{} // requests bound to each node
 	var pending []*corev1.Pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -175,12 +176,14 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 		}
 		if p.Spec.NodeName != "" {
 			busy[p.Spec.NodeName] = true
+			used[p.Spec.NodeName] = plus(used[p.Spec.NodeName], requests(p))
 		} else if unschedulable(p) {
 			pending = append(pending, p)
 		}
 	}
 	var registered, unready int32
 	var unneeded []*corev1.Node
+	var free [][3]int64 // room left on ready borrowed nodes
 	seen := map[string]bool{}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
@@ -193,6 +196,7 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 			unready++
 			continue
 		}
+		free = append(free, minus(amounts(n.Status.Allocatable), used[n.Name]))
 		if busy[n.Name] {
 			delete(a.unneededSince, n.Name)
 			continue
@@ -227,9 +231,13 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 	}
 
 	// Scale-up: the nodes the pending pods need, beyond those on their way.
+	// Pods that fit the room left on ready borrowed nodes need none: the
+	// scheduler has not placed them yet (a node that just became ready, a
+	// scheduler that lags on a busy machine), as CA's filter-out-schedulable
+	// step finds before it simulates a scale-up.
 	need := int32(0)
 	if len(pending) > 0 {
-		if need, err = a.nodesFor(ctx, ngs.GetNodeGroups(), pending); err != nil {
+		if need, err = a.nodesFor(ctx, ngs.GetNodeGroups(), pending, free); err != nil {
 			return err
 		}
 	}
@@ -249,11 +257,11 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 	return nil
 }
 
-// nodesFor packs pods first-fit-decreasing onto copies of the first
-// group's template (the chunk shapes of one type are equal) and returns how
-// many nodes they take. Pods that do not fit even an empty node are left
-// out, as CA does.
-func (a *Autoscaler) nodesFor(ctx context.Context, groups []*protos.NodeGroup, pods []*corev1.Pod) (int32, error) {
+// nodesFor packs pods first-fit-decreasing onto the room left on existing
+// nodes (free), then onto copies of the first group's template (the chunk
+// shapes of one type are equal), and returns how many new nodes they take.
+// Pods that do not fit even an empty node are left out, as CA does.
+func (a *Autoscaler) nodesFor(ctx context.Context, groups []*protos.NodeGroup, pods []*corev1.Pod, free [][3]int64) (int32, error) {
 	if len(groups) == 0 {
 		return 0, nil
 	}
@@ -270,34 +278,49 @@ func (a *Autoscaler) nodesFor(ctx context.Context, groups []*protos.NodeGroup, p
 	capa := amounts(tpl.Status.Allocatable)
 	reqs := make([][3]int64, 0, len(pods))
 	for _, p := range pods {
-		var cpu, mem resource.Quantity
-		for _, ctr := range p.Spec.Containers {
-			cpu.Add(ctr.Resources.Requests[corev1.ResourceCPU])
-			mem.Add(ctr.Resources.Requests[corev1.ResourceMemory])
-		}
-		req := [3]int64{cpu.MilliValue(), mem.Value(), 1}
-		if req[0] > capa[0] || req[1] > capa[1] || req[2] > capa[2] {
+		req := requests(p)
+		if !fits(req, capa) {
 			continue
 		}
 		reqs = append(reqs, req)
 	}
 	sort.Slice(reqs, func(i, j int) bool { return reqs[i][0] > reqs[j][0] })
-	var bins [][3]int64 // free amounts per new node
+	// Room on existing nodes first, then new nodes; only the new ones count.
+	bins := append([][3]int64(nil), free...)
+	existing := len(bins)
 	for _, r := range reqs {
 		placed := false
 		for i := range bins {
-			if r[0] <= bins[i][0] && r[1] <= bins[i][1] && r[2] <= bins[i][2] {
-				bins[i] = [3]int64{bins[i][0] - r[0], bins[i][1] - r[1], bins[i][2] - r[2]}
+			if fits(r, bins[i]) {
+				bins[i] = minus(bins[i], r)
 				placed = true
 				break
 			}
 		}
 		if !placed {
-			bins = append(bins, [3]int64{capa[0] - r[0], capa[1] - r[1], capa[2] - r[2]})
+			bins = append(bins, minus(capa, r))
 		}
 	}
-	return int32(len(bins)), nil
+	return int32(len(bins) - existing), nil
 }
+
+// requests is what a pod asks of a node: CPU (milli), memory (bytes), one
+// pod slot.
+func requests(p *corev1.Pod) [3]int64 {
+	var cpu, mem resource.Quantity
+	for _, ctr := range p.Spec.Containers {
+		cpu.Add(ctr.Resources.Requests[corev1.ResourceCPU])
+		mem.Add(ctr.Resources.Requests[corev1.ResourceMemory])
+	}
+	return [3]int64{cpu.MilliValue(), mem.Value(), 1}
+}
+
+func fits(req, room [3]int64) bool {
+	return req[0] <= room[0] && req[1] <= room[1] && req[2] <= room[2]
+}
+
+func plus(a, b [3]int64) [3]int64  { return [3]int64{a[0] + b[0], a[1] + b[1], a[2] + b[2]} }
+func minus(a, b [3]int64) [3]int64 { return [3]int64{a[0] - b[0], a[1] - b[1], a[2] - b[2]} }
 
 func amounts(l corev1.ResourceList) [3]int64 {
 	cpu, mem, pods := l[corev1.ResourceCPU], l[corev1.ResourceMemory], l[corev1.ResourcePods]

@@ -95,6 +95,22 @@ func borrowedNode(name string) *corev1.Node {
 	}
 }
 
+// roomyNode is a ready borrowed node with a chunk's allocatable.
+func roomyNode(name string) *corev1.Node {
+	n := borrowedNode(name)
+	n.Status.Allocatable = corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110"),
+	}
+	return n
+}
+
+// boundPod is a running pod on node requesting cpu.
+func boundPod(node, cpu string) *corev1.Pod {
+	p := pendingPod("on-"+node, cpu)
+	p.Spec.NodeName, p.Status = node, corev1.PodStatus{Phase: corev1.PodRunning}
+	return p
+}
+
 func TestScaleUp(t *testing.T) {
 	pods := func(n int, cpu string) []runtime.Object {
 		var out []runtime.Object
@@ -115,6 +131,10 @@ func TestScaleUp(t *testing.T) {
 		{name: "nodes on their way are counted", objs: pods(4, "1"), max: 4, target: 2, instances: []string{"liqo://p/a", "liqo://p/b"}, wantIncreased: 0},
 		{name: "only the shortfall beyond the nodes on their way", objs: pods(6, "1"), max: 4, target: 2, instances: []string{"liqo://p/a", "liqo://p/b"}, wantIncreased: 1},
 		{name: "a pod bigger than a chunk fits nowhere", objs: pods(1, "3"), max: 4, wantIncreased: 0},
+		// The scheduler has not yet placed pods on a node that just became
+		// ready: they need no new node (CA's filter-out-schedulable).
+		{name: "pods that fit a ready borrowed node's room need no node", objs: append(pods(2, "1"), roomyNode("a")), max: 4, target: 1, instances: []string{"liqo://p/a"}, wantIncreased: 0},
+		{name: "only the pods beyond a ready node's room count", objs: append(pods(3, "1"), roomyNode("a"), boundPod("a", "1")), max: 4, target: 1, instances: []string{"liqo://p/a"}, wantIncreased: 1},
 		{name: "nothing pending", max: 4, wantIncreased: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
