@@ -16,13 +16,21 @@ import (
 // sharing rules s: nil rules allow everyone, a denial wins over an
 // allowance, and an empty allow list allows everyone not denied.
 func MayBorrow(s *api.Sharing, consumerID string) bool {
-	if s == nil {
-		return true
+	return sharingVerdict(s, consumerID) == usable
+}
+
+// sharingVerdict is MayBorrow's rule with the reason: usable, denied (a
+// denial wins) or notAllowed (outside a non-empty allow list).
+func sharingVerdict(s *api.Sharing, consumerID string) verdict {
+	switch {
+	case s == nil:
+		return usable
+	case slices.Contains(s.DeniedConsumers, consumerID):
+		return denied
+	case len(s.AllowedConsumers) == 0 || slices.Contains(s.AllowedConsumers, consumerID):
+		return usable
 	}
-	if slices.Contains(s.DeniedConsumers, consumerID) {
-		return false
-	}
-	return len(s.AllowedConsumers) == 0 || slices.Contains(s.AllowedConsumers, consumerID)
+	return notAllowed
 }
 
 // Quota returns the most live chunks one consumer may hold on a provider

@@ -196,6 +196,7 @@ func runModelComparison(t *testing.T, iterations, maxProviders, steps int, large
 					}
 					checkInvariants(t, m, c, got)
 				}
+				checkExplainAgrees(t, ix, c)
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/google/btree"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,8 +35,11 @@ type viewCtx struct {
 	dist *distCache
 	// shapes caches one copy of each chunk shape per response.
 	shapes [numTypes]corev1.ResourceList
-	// metric holds the placement metric per listed group, when it has one.
-	metric map[groupKey]float64
+	// blockedBy names, per chunk type, the full provider whose in-flight
+	// peering for this consumer masks the type ("" when none).
+	blockedBy [numTypes]string
+	// ex records the walks for an explanation (nil for a view).
+	ex *explainer
 	// weighted holds the Weighted normalisation per chunk type.
 	weighted [numTypes]*weightedNorm
 	shortlst bool
@@ -61,35 +65,9 @@ func (ix *Index) View(consumerID string, all bool) api.NodeGroupListResponse {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 
-	c, ok := ix.consumers[consumerID]
-	if !ok {
-		c = Consumer{ID: consumerID}
-	}
-	v := &viewCtx{
-		ix:       ix,
-		c:        c,
-		held:     ix.held[consumerID],
-		growable: map[groupKey]struct{}{},
-		metric:   map[groupKey]float64{},
-	}
-	v.policy, _ = NormalizePolicy(c.Placement.Type)
-	if c.Latitude != nil && c.Longitude != nil && validCoord(*c.Latitude, *c.Longitude) {
-		v.located, v.clat, v.clon = true, *c.Latitude, *c.Longitude
-	}
-	if v.policy == api.PlacementWeighted {
-		v.weights = normWeights(c.Placement.Weights)
-	}
+	v := ix.newViewCtx(consumerID, nil, nil)
 
-	for ti := range chunkTypes {
-		switch {
-		case v.policy == api.PlacementLatency && v.located:
-			v.latency(ti)
-		case v.policy == api.PlacementWeighted:
-			v.weightedPick(ti)
-		default:
-			v.ranked(ti)
-		}
-	}
+	v.decide()
 
 	// Collect the listed groups: held, growable, and with all=true every
 	// group of an available provider.
@@ -135,6 +113,49 @@ func (ix *Index) View(consumerID string, all bool) api.NodeGroupListResponse {
 	resp.LatencyShortlist = v.shortlst
 	resp.Generation = generation(&resp)
 	return resp
+}
+
+// newViewCtx prepares one decision for consumerID (under the read lock):
+// its heartbeated policy, or override when set (the explanation of another
+// policy's choice); ex, when set, records what the walks meet.
+func (ix *Index) newViewCtx(consumerID string, override *api.Placement, ex *explainer) *viewCtx {
+	c, ok := ix.consumers[consumerID]
+	if !ok {
+		c = Consumer{ID: consumerID}
+	}
+	if override != nil {
+		c.Placement = *override
+	}
+	v := &viewCtx{
+		ix:       ix,
+		c:        c,
+		held:     ix.held[consumerID],
+		growable: map[groupKey]struct{}{},
+		ex:       ex,
+	}
+	v.policy, _ = NormalizePolicy(c.Placement.Type)
+	if c.Latitude != nil && c.Longitude != nil && validCoord(*c.Latitude, *c.Longitude) {
+		v.located, v.clat, v.clon = true, *c.Latitude, *c.Longitude
+	}
+	if v.policy == api.PlacementWeighted {
+		v.weights = normWeights(c.Placement.Weights)
+	}
+	return v
+}
+
+// decide runs the consumer's policy for every chunk type: it fills
+// growable (and blockedBy). Views and explanations both call it.
+func (v *viewCtx) decide() {
+	for ti := range chunkTypes {
+		switch {
+		case v.policy == api.PlacementLatency && v.located:
+			v.latency(ti)
+		case v.policy == api.PlacementWeighted:
+			v.weightedPick(ti)
+		default:
+			v.ranked(ti)
+		}
+	}
 }
 
 // group builds one view row.
@@ -201,17 +222,56 @@ func (v *viewCtx) headroom(ps *provState, ti int) int32 {
 	return max(room, 0)
 }
 
+// verdict is what a group is for this consumer under the sharing rules
+// and capacity: usable, blocking, or why it is filtered out.
+type verdict uint8
+
+const (
+	usable     verdict = iota // may borrow, has head-room
+	blocking                  // no head-room, this consumer's peering in flight
+	stale                     // the provider is unavailable (stale)
+	noChunks                  // the provider offers no chunk of the type
+	denied                    // the provider denies this consumer
+	notAllowed                // the provider's allow list leaves it out
+	quotaFull                 // this consumer reached the provider's quota
+	full                      // no free chunk left
+)
+
+// classify is the one rule of who may take a group now: candidate and the
+// explanations both use it.
+func (v *viewCtx) classify(ps *provState, ti int) verdict {
+	switch {
+	case ps == nil || ps.total[ti] == 0:
+		return noChunks
+	case !ps.p.Available:
+		return stale
+	}
+	if r := sharingVerdict(ps.p.Sharing, v.c.ID); r != usable {
+		return r
+	}
+	if v.headroom(ps, ti) > 0 {
+		return usable
+	}
+	if v.ix.usageOf(groupKey{ps.p.ID, ti}, v.c.ID).InFlight > 0 {
+		return blocking
+	}
+	if v.ix.free(ps, ti) > 0 {
+		return quotaFull
+	}
+	return full
+}
+
 // candidate classifies a group met in a walk: usable (may borrow, has
 // head-room), blocking (may borrow, no head-room, peering in flight) or
 // neither.
-func (v *viewCtx) candidate(ps *provState, ti int) (usable, blocking bool) {
-	if ps == nil || !ps.p.Available || ps.total[ti] == 0 || !MayBorrow(ps.p.Sharing, v.c.ID) {
-		return false, false
-	}
-	if v.headroom(ps, ti) > 0 {
+func (v *viewCtx) candidate(ps *provState, ti int) (ok, blocks bool) {
+	switch v.classify(ps, ti) {
+	case usable:
 		return true, false
+	case blocking:
+		return false, true
 	}
-	return false, v.ix.usageOf(groupKey{ps.p.ID, ti}, v.c.ID).InFlight > 0
+	return false, false
 }
 
 // heldBlockers returns the providers of chunk type ti this consumer has
@@ -224,7 +284,7 @@ func (v *viewCtx) heldBlockers(ti int) []*provState {
 				continue
 			}
 			ps := v.ix.providers[k.provider]
-			if _, blocking := v.candidate(ps, ti); blocking {
+			if _, blocks := v.candidate(ps, ti); blocks {
 				v.blockers[ti] = append(v.blockers[ti], ps)
 			}
 		}
@@ -239,49 +299,38 @@ func (v *viewCtx) heldBlockers(ti int) []*provState {
 // consumer's peerings in flight ranks before it, in which case nothing is
 // growable so the Cluster Autoscaler waits. Providers without a metric rank
 // after every provider with one (last resort), by id.
+//
+// With an explainer the walk goes on past the decision, recording every
+// open provider in rank order; the decision is the same.
 func (v *viewCtx) ranked(ti int) {
-	tr := &v.ix.trees[ti]
-	var (
-		keyOf func(ps *provState) rankItem
-		less  func(a, b rankItem) bool
-		tree  = tr.std
-	)
-	switch v.policy {
-	case api.PlacementPrice:
-		tree, less = tr.price, lessDec
-		keyOf = func(ps *provState) rankItem { return v.ix.priceItem(ps, ti) }
-	case api.PlacementEco:
-		tree, less = tr.eco, lessFloat
-		keyOf = ecoItem
-	default:
-		less = lessFloat
-		keyOf = func(ps *provState) rankItem { return rankItem{f: v.ix.standardKey(ps, ti), id: ps.p.ID} }
-	}
+	tree, keyOf, less := v.rankOrder(ti)
 	var (
 		winner  *provState
 		winKey  rankItem
-		blocked bool
+		decided bool
 	)
 	tree.Ascend(func(it rankItem) bool {
 		ps := v.ix.providers[it.id]
-		usable, blocking := v.candidate(ps, ti)
-		switch {
-		case usable:
-			winner, winKey = ps, it
-			return false
-		case blocking:
-			blocked = true
-			return false
+		v.ex.meet(ti, ps)
+		if decided {
+			return true // explaining: record the rest of the order
 		}
-		return true
+		switch v.classify(ps, ti) {
+		case usable:
+			winner, winKey, decided = ps, it, true
+		case blocking:
+			v.blockedBy[ti], decided = ps.p.ID, true
+		}
+		return !decided || v.ex != nil
 	})
-	if blocked {
+	if v.blockedBy[ti] != "" {
 		return
 	}
 	// Full providers are not in the trees: the consumer's own in-flight
 	// ones still block if they rank before the winner.
 	for _, ps := range v.heldBlockers(ti) {
 		if winner == nil || less(keyOf(ps), winKey) {
+			v.blockedBy[ti] = ps.p.ID
 			return
 		}
 	}
@@ -290,31 +339,49 @@ func (v *viewCtx) ranked(ti int) {
 	}
 }
 
+// rankOrder returns the tree a single-winner policy walks for chunk type
+// ti, the key a provider has in it and the tree's order.
+func (v *viewCtx) rankOrder(ti int) (*btree.BTreeG[rankItem], func(*provState) rankItem, func(a, b rankItem) bool) {
+	tr := &v.ix.trees[ti]
+	switch v.policy {
+	case api.PlacementPrice:
+		return tr.price, func(ps *provState) rankItem { return v.ix.priceItem(ps, ti) }, lessDec
+	case api.PlacementEco:
+		return tr.eco, ecoItem, lessFloat
+	}
+	return tr.std, func(ps *provState) rankItem { return rankItem{f: v.ix.standardKey(ps, ti), id: ps.p.ID} }, lessFloat
+}
+
 // latency keeps up to three nearest providers with head-room growable
 // (great-circle distance from the consumer), nearest first; a full
 // provider with this consumer's peerings in flight met before anything was
 // kept masks the type. When no provider with coordinates has head-room,
-// the Standard order picks one last-resort provider.
+// the Standard order picks one last-resort provider. With an explainer the
+// walk records every provider with coordinates, nearest first.
 func (v *viewCtx) latency(ti int) {
 	type cand struct {
 		ps   *provState
 		dist float64
 	}
 	var kept []cand
-	blocked := false
+	done := false
 	v.nearest(ti, func(ps *provState, dist float64) bool {
-		usable, blocking := v.candidate(ps, ti)
-		switch {
+		v.ex.meet(ti, ps)
+		if done {
+			return true
+		}
+		switch v.classify(ps, ti) {
 		case usable:
 			kept = append(kept, cand{ps, dist})
-			return len(kept) < latencyShortlistSize
-		case blocking && len(kept) == 0:
-			blocked = true
-			return false
+			done = len(kept) == latencyShortlistSize
+		case blocking:
+			if len(kept) == 0 {
+				v.blockedBy[ti], done = ps.p.ID, true
+			}
 		}
-		return true
+		return !done || v.ex != nil
 	})
-	if blocked {
+	if v.blockedBy[ti] != "" {
 		return
 	}
 	for _, ps := range v.heldBlockers(ti) {
@@ -323,6 +390,7 @@ func (v *viewCtx) latency(ti int) {
 		}
 		d := DistanceKM(v.clat, v.clon, ps.lat, ps.lon)
 		if len(kept) == 0 || d < kept[0].dist || (d == kept[0].dist && ps.p.ID < kept[0].ps.p.ID) {
+			v.blockedBy[ti] = ps.p.ID
 			return
 		}
 	}

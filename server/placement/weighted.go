@@ -187,25 +187,50 @@ func (c *rankCursor) next() (rankItem, bool) {
 // head-room for this consumer; each metric is min-max normalised over them.
 //
 // It does not scan the federation: the bounds come from the ends of the
-// per-metric orders (price and carbon trees, the free-capacity tree, and
-// the nearest/farthest walks of the latitude tree), and the winner from a
-// threshold walk (Fagin's TA) over the same orders: read one provider from
-// each metric's order in turn, score it exactly, and stop as soon as the
-// best score is below Σ weight × (normalised value last read in each
-// order), which no unread provider can beat. See docs/placement.md.
+// per-metric orders (weightedBounds), and the winner from a threshold walk
+// over the same orders (thresholdWalk). A full provider with this
+// consumer's peerings in flight that scores at least as well as the winner
+// masks the type. See docs/placement.md.
 func (v *viewCtx) weightedPick(ti int) {
-	n := &weightedNorm{w: weightArray(v.weights)}
+	n := v.weightedBounds(ti)
 	v.weighted[ti] = n
-	tr := &v.ix.trees[ti]
-	usable := func(ps *provState) bool { ok, _ := v.candidate(ps, ti); return ok }
+	winner, best := v.thresholdWalk(ti, n, v.weightedWalks(ti, n))
+	for _, ps := range v.heldBlockers(ti) {
+		s := n.score(v, ps, ti)
+		if winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
+			v.blockedBy[ti] = ps.p.ID
+			return
+		}
+	}
+	if winner != nil {
+		v.growable[groupKey{winner.p.ID, ti}] = struct{}{}
+	}
+}
 
-	// Bounds per metric: first and last candidate with a value.
+// usable reports whether a provider is a Weighted candidate of type ti.
+func (v *viewCtx) usable(ps *provState, ti int) bool { return v.classify(ps, ti) == usable }
+
+// Values per metric as the ranking trees hold them.
+func priceOf(ti int) func(*provState) float64 {
+	return func(ps *provState) float64 { return ps.costF[ti] }
+}
+func carbonOf(ps *provState) float64 { return ps.carbon }
+func freeOf(ti int) func(*provState) float64 {
+	return func(ps *provState) float64 { return ps.freeKey[ti] }
+}
+
+// weightedBounds returns the normalisation of chunk type ti: per metric the
+// first and last candidate with a value in its order (price, carbon and
+// free trees, the consumer's distance order).
+func (v *viewCtx) weightedBounds(ti int) *weightedNorm {
+	n := &weightedNorm{w: weightArray(v.weights)}
+	tr := &v.ix.trees[ti]
 	firstLast := func(tree *btree.BTreeG[rankItem], i int, value func(*provState) float64) {
 		tree.Ascend(func(it rankItem) bool {
 			if it.class != 0 {
 				return false
 			}
-			if ps := v.ix.providers[it.id]; usable(ps) {
+			if ps := v.ix.providers[it.id]; v.usable(ps, ti) {
 				n.lo[i], n.has[i] = value(ps), true
 				return false
 			}
@@ -215,79 +240,83 @@ func (v *viewCtx) weightedPick(ti int) {
 			return
 		}
 		tree.DescendLessOrEqual(rankItem{class: 1}, func(it rankItem) bool {
-			if ps := v.ix.providers[it.id]; usable(ps) {
+			if ps := v.ix.providers[it.id]; v.usable(ps, ti) {
 				n.hi[i] = value(ps)
 				return false
 			}
 			return true
 		})
 	}
-	priceOf := func(ps *provState) float64 { return ps.costF[ti] }
-	carbonOf := func(ps *provState) float64 { return ps.carbon }
-	freeOf := func(ps *provState) float64 { return ps.freeKey[ti] }
-	firstLast(tr.price, wPrice, priceOf)
+	firstLast(tr.price, wPrice, priceOf(ti))
 	firstLast(tr.eco, wCarbon, carbonOf)
-	firstLast(tr.free, wFree, freeOf)
-	if v.located {
-		for it := v.newNearIter(ti, false); ; {
+	firstLast(tr.free, wFree, freeOf(ti))
+	if !v.located {
+		return n
+	}
+	nearestUsable := func(farthestFirst bool) (float64, bool) {
+		for it := v.newNearIter(ti, farthestFirst); ; {
 			ps, d, ok := it.next()
 			if !ok {
-				break
+				return 0, false
 			}
-			if usable(ps) {
-				n.lo[wDistance], n.has[wDistance] = d, true
-				break
-			}
-		}
-		if n.has[wDistance] {
-			for it := v.newNearIter(ti, true); ; {
-				ps, d, ok := it.next()
-				if !ok {
-					break
-				}
-				if usable(ps) {
-					n.hi[wDistance] = d
-					break
-				}
+			if v.usable(ps, ti) {
+				return d, true
 			}
 		}
 	}
+	n.lo[wDistance], n.has[wDistance] = nearestUsable(false)
+	if n.has[wDistance] {
+		n.hi[wDistance], _ = nearestUsable(true)
+	}
+	return n
+}
 
-	// Threshold walk. Metrics with no weight, or that no candidate has,
-	// add the same to every candidate and are not walked.
-	type walk struct {
-		i     int
-		l     wList
-		bound float64 // normalised value last read
-		done  bool    // valued part read
-		full  bool    // the order holds every open provider
-	}
-	var walks []*walk
+// metricWalk is one metric's sorted access in the threshold walk.
+type metricWalk struct {
+	i     int // metric index; -1 for the order added only to read everyone
+	l     wList
+	bound float64 // normalised value last read
+	done  bool    // valued part read
+	full  bool    // the order holds every open provider
+}
+
+// weightedWalks returns the orders the threshold walk reads: one per
+// weighted metric some candidate has (metrics with no weight, or that no
+// candidate has, add the same to every candidate), plus a full order when
+// none of them holds every open provider, so ties at the threshold are
+// still read.
+func (v *viewCtx) weightedWalks(ti int, n *weightedNorm) []*metricWalk {
+	tr := &v.ix.trees[ti]
+	var walks []*metricWalk
 	for i, w := range n.w {
 		if w == 0 || !n.has[i] {
 			continue
 		}
 		switch i {
 		case wPrice:
-			walks = append(walks, &walk{i: i, l: &treeList{v, &rankCursor{tree: tr.price}, priceOf}, full: true})
+			walks = append(walks, &metricWalk{i: i, l: &treeList{v, &rankCursor{tree: tr.price}, priceOf(ti)}, full: true})
 		case wCarbon:
-			walks = append(walks, &walk{i: i, l: &treeList{v, &rankCursor{tree: tr.eco}, carbonOf}, full: true})
+			walks = append(walks, &metricWalk{i: i, l: &treeList{v, &rankCursor{tree: tr.eco}, carbonOf}, full: true})
 		case wFree:
-			walks = append(walks, &walk{i: i, l: &treeList{v, &rankCursor{tree: tr.free}, freeOf}, full: true})
+			walks = append(walks, &metricWalk{i: i, l: &treeList{v, &rankCursor{tree: tr.free}, freeOf(ti)}, full: true})
 		case wDistance:
-			walks = append(walks, &walk{i: i, l: &distList{v.newNearIter(ti, false)}})
+			walks = append(walks, &metricWalk{i: i, l: &distList{v.newNearIter(ti, false)}})
 		}
 	}
-	if len(walks) == 0 || !slices.ContainsFunc(walks, func(w *walk) bool { return w.full }) {
-		// Nothing, or only distance, is walked: add a full order so every
-		// candidate is eventually read (ties at the threshold).
-		walks = append(walks, &walk{i: -1, l: &treeList{v, &rankCursor{tree: tr.free}, freeOf}, full: true})
+	if !slices.ContainsFunc(walks, func(w *metricWalk) bool { return w.full }) {
+		walks = append(walks, &metricWalk{i: -1, l: &treeList{v, &rankCursor{tree: tr.free}, freeOf(ti)}, full: true})
 	}
-	var (
-		winner *provState
-		best   float64
-		seen   = map[string]struct{}{}
-	)
+	return walks
+}
+
+// thresholdWalk is Fagin's threshold algorithm: read one provider from each
+// order in turn, score it exactly, and stop as soon as the best score is
+// below Σ weight × (normalised value last read in each order), which no
+// unread provider can beat. It returns the best candidate (ties by id) and
+// its score. With an explainer it reads every open provider (recording
+// each); the winner is the same.
+func (v *viewCtx) thresholdWalk(ti int, n *weightedNorm, walks []*metricWalk) (winner *provState, best float64) {
+	seen := map[string]struct{}{}
 	for {
 		allSeen := false
 		for _, w := range walks {
@@ -301,10 +330,9 @@ func (v *viewCtx) weightedPick(ti int) {
 				continue
 			}
 			if w.i >= 0 {
+				w.bound = 1 // the rest lack the metric: worst
 				if has {
 					w.bound = n.norm(w.i, val)
-				} else {
-					w.bound = 1 // the rest lack the metric: worst
 				}
 			}
 			if !has && w.i >= 0 && !w.full {
@@ -314,45 +342,39 @@ func (v *viewCtx) weightedPick(ti int) {
 				continue
 			}
 			seen[ps.p.ID] = struct{}{}
-			if !usable(ps) {
+			v.ex.meet(ti, ps)
+			if !v.usable(ps, ti) {
 				continue
 			}
 			if s := n.score(v, ps, ti); winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
 				winner, best = ps, s
 			}
 		}
-		if allSeen {
-			break
+		if allSeen || !slices.ContainsFunc(walks, func(w *metricWalk) bool { return !w.done }) {
+			return winner, best
 		}
-		threshold := 0.0
-		for i, w := range n.w {
-			if w == 0 {
-				continue
-			}
-			b := 1.0
-			if n.has[i] {
-				for _, wk := range walks {
-					if wk.i == i {
-						b = wk.bound
-					}
+		if v.ex == nil && winner != nil && best < n.threshold(walks) {
+			return winner, best
+		}
+	}
+}
+
+// threshold is the lowest score an unread provider can still have.
+func (n *weightedNorm) threshold(walks []*metricWalk) float64 {
+	t := 0.0
+	for i, w := range n.w {
+		if w == 0 {
+			continue
+		}
+		b := 1.0
+		if n.has[i] {
+			for _, wk := range walks {
+				if wk.i == i {
+					b = wk.bound
 				}
 			}
-			threshold += w * b
 		}
-		if winner != nil && best < threshold {
-			break
-		}
-		if !slices.ContainsFunc(walks, func(w *walk) bool { return !w.done }) {
-			break
-		}
+		t += w * b
 	}
-	for _, ps := range v.heldBlockers(ti) {
-		s := n.score(v, ps, ti)
-		if winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
-			return
-		}
-	}
-	if winner != nil {
-		v.growable[groupKey{winner.p.ID, ti}] = struct{}{}
-	}
+	return t
 }

@@ -1,0 +1,113 @@
+package api
+
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+// PlacementExplanation says why a consumer grows where it does under its
+// policy (extension): per chunk type, every provider with its metric value,
+// the ones filtered out and why, the winner(s) and the margin to the
+// runner-up. The broker computes it with the code that masks the node-group
+// view, so it always agrees with GET /api/v1/nodegroups. Answer of GET
+// /api/v1/placement/explanation (the caller's own) and rows of the dashboard
+// listener's GET /api/v1/placement/explanations.
+type PlacementExplanation struct {
+	ConsumerClusterID string        `json:"consumerClusterId"`
+	AppliedPlacement  PlacementType `json:"appliedPlacement"`
+	// Metric names what Candidates[].metric holds (see ExplainMetric).
+	Metric ExplainMetric `json:"metric"`
+	// HigherIsBetter is true for the Standard score; every other metric
+	// ranks lower first.
+	HigherIsBetter bool `json:"higherIsBetter,omitempty"`
+	// Weights are the weights applied under Weighted (after the defaults:
+	// missing or all zero = all 1).
+	Weights *Weights `json:"weights,omitempty"`
+	// ChunkTypes is one entry per chunk type the federation offers, in
+	// wire order (gpu, standard).
+	ChunkTypes []ChunkTypeExplanation `json:"chunkTypes"`
+	// NotSharing counts providers that do not share with the consumer.
+	// The consumer's own route reports only this count; the dashboard
+	// listener lists them as candidates filtered "denied"/"notAllowed".
+	NotSharing  int32       `json:"notSharing,omitempty"`
+	GeneratedAt metav1.Time `json:"generatedAt"`
+}
+
+// ExplainMetric is the unit of a candidate's metric.
+type ExplainMetric string
+
+// Metrics per policy.
+const (
+	// MetricStandardScore is 0.8 × free fraction + 0.2 × renewable (0–1,
+	// higher wins): Standard, and Latency without a consumer location.
+	MetricStandardScore ExplainMetric = "standardScore"
+	// MetricCost is the cost of one chunk per hour (Price).
+	MetricCost ExplainMetric = "costPerChunkHour"
+	// MetricCarbon is the weighted carbon intensity in gCO2eq/kWh (Eco).
+	MetricCarbon ExplainMetric = "carbonGPerKWh"
+	// MetricDistance is the great-circle distance in km (Latency).
+	MetricDistance ExplainMetric = "distanceKm"
+	// MetricWeightedScore is Σ weight × normalised metric (Weighted, lower
+	// wins).
+	MetricWeightedScore ExplainMetric = "weightedScore"
+)
+
+// ChunkTypeExplanation is the decision for one chunk type.
+type ChunkTypeExplanation struct {
+	ChunkType ChunkType `json:"chunkType"`
+	// Winners are the growable providers, best first: one, or up to three
+	// under a Latency shortlist (the consumer then picks by RTT). Empty when
+	// nothing is growable.
+	Winners []string `json:"winners,omitempty"`
+	// BlockedBy is the full provider, ranked before any with room, on which
+	// this consumer's peering is in flight: the type is masked until it
+	// settles.
+	BlockedBy string `json:"blockedBy,omitempty"`
+	// RunnerUp is the best eligible provider after the (first) winner, and
+	// Margin the absolute difference of their metrics (absent when either
+	// has no metric value).
+	RunnerUp string   `json:"runnerUp,omitempty"`
+	Margin   *float64 `json:"margin,omitempty"`
+	// Candidates lists every provider offering the type: eligible ones in
+	// rank order, then the filtered ones by id.
+	Candidates []PlacementCandidate `json:"candidates"`
+}
+
+// CandidateOutcome is what became of a provider in the decision.
+type CandidateOutcome string
+
+// Outcomes.
+const (
+	OutcomeWinner   CandidateOutcome = "winner"   // growable
+	OutcomeEligible CandidateOutcome = "eligible" // had room, ranked lower
+	OutcomeBlocking CandidateOutcome = "blocking" // full, this consumer's peering in flight
+	OutcomeFiltered CandidateOutcome = "filtered" // see Filter
+)
+
+// CandidateFilter says why a provider could not be chosen.
+type CandidateFilter string
+
+// Filters.
+const (
+	FilterDenied     CandidateFilter = "denied"     // in the provider's deniedConsumers
+	FilterNotAllowed CandidateFilter = "notAllowed" // outside its allowedConsumers
+	FilterQuota      CandidateFilter = "quota"      // the consumer holds maxChunksPerConsumer there
+	FilterFull       CandidateFilter = "full"       // no free chunk of the type
+	FilterStale      CandidateFilter = "stale"      // its advertisement is too old
+)
+
+// PlacementCandidate is one provider in an explanation.
+type PlacementCandidate struct {
+	ProviderClusterID string `json:"providerClusterId"`
+	// Rank is the position among eligible providers (1 = best); 0 when
+	// filtered.
+	Rank    int32            `json:"rank,omitempty"`
+	Outcome CandidateOutcome `json:"outcome"`
+	Filter  CandidateFilter  `json:"filter,omitempty"`
+	// Metric is the policy's metric (unit: PlacementExplanation.Metric);
+	// absent when the provider lacks it (unpriced, no carbon data, no
+	// coordinates), which ranks it after every provider that has it.
+	Metric *float64 `json:"metric,omitempty"`
+	// FreeChunks, TotalChunks and HeadRoom (what this consumer may still
+	// take there) in chunks of the type.
+	FreeChunks  int32 `json:"freeChunks"`
+	TotalChunks int32 `json:"totalChunks"`
+	HeadRoom    int32 `json:"headRoom"`
+}
