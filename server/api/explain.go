@@ -1,6 +1,10 @@
 package api
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // PlacementExplanation says why a consumer grows where it does under its
 // policy (extension): per chunk type, every provider with its metric value,
@@ -110,4 +114,28 @@ type PlacementCandidate struct {
 	FreeChunks  int32 `json:"freeChunks"`
 	TotalChunks int32 `json:"totalChunks"`
 	HeadRoom    int32 `json:"headRoom"`
+}
+
+// ForConsumer returns the explanation as the consumer itself may read it:
+// providers that do not share with it are left out of the candidates (they
+// never appear in its node-group view either) and only counted in
+// NotSharing, so a consumer does not learn another provider's rules. The
+// receiver is not modified.
+func (e PlacementExplanation) ForConsumer() PlacementExplanation {
+	out := e
+	out.ChunkTypes = make([]ChunkTypeExplanation, len(e.ChunkTypes))
+	for i, te := range e.ChunkTypes {
+		te.Candidates = slices.DeleteFunc(slices.Clone(te.Candidates), func(c PlacementCandidate) bool {
+			return c.Filter == FilterDenied || c.Filter == FilterNotAllowed
+		})
+		out.ChunkTypes[i] = te
+	}
+	return out
+}
+
+// PlacementExplanationList answers the dashboard listener's GET
+// /api/v1/placement/explanations: every consumer's explanation, by
+// consumer id, with the providers that do not share with each listed.
+type PlacementExplanationList struct {
+	Explanations []PlacementExplanation `json:"explanations"`
 }

@@ -352,12 +352,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		dashApp = ops.New(ops.Config{
-			Overview:  svc,
-			Gatherer:  reg,
-			Readiness: ready,
-			Token:     o.DashboardToken,
-			Logger:    log,
-			Mounts:    append(append([]ops.Mount{webDash}, pprofMount(o.Pprof)...), o.Mounts...),
+			Overview:     svc,
+			Explanations: svc,
+			Gatherer:     reg,
+			Readiness:    ready,
+			Token:        o.DashboardToken,
+			Logger:       log,
+			Mounts:       append(append([]ops.Mount{webDash}, pprofMount(o.Pprof)...), o.Mounts...),
 		})
 		go serve("dashboard", dashApp, dashLn)
 		log.Info("Dashboard listening (HTTP)", "addr", dashLn.Addr().String(), "tokenRequired", o.DashboardToken != "")

@@ -31,6 +31,12 @@ type OverviewSource interface {
 	Overview(ctx context.Context) (api.Overview, error)
 }
 
+// ExplanationSource lists every consumer's placement explanation (the
+// broker's domain).
+type ExplanationSource interface {
+	Explanations(ctx context.Context) ([]api.PlacementExplanation, error)
+}
+
 // Mount adds routes to the dashboard application (the web dashboard uses
 // it) and tells the token guard how those routes authenticate. Mounted
 // routes are behind the guard unless the returned Access owns them.
@@ -88,6 +94,9 @@ func (r *Readiness) report() (bool, ReadyResponse) {
 type Config struct {
 	// Overview answers GET /api/v1/overview (required).
 	Overview OverviewSource
+	// Explanations, when set, answers GET /api/v1/placement/explanations
+	// (behind the token like the overview).
+	Explanations ExplanationSource
 	// Gatherer is exposed on /metrics (default: an empty registry).
 	Gatherer prometheus.Gatherer
 	// Readiness feeds /readyz (required).
@@ -176,6 +185,18 @@ func New(cfg Config) *fiber.App {
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return writeJSON(c, http.StatusOK, ov)
 	})
+	if cfg.Explanations != nil {
+		app.Get("/api/v1/placement/explanations", func(c *fiber.Ctx) error {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			list, err := cfg.Explanations.Explanations(ctx)
+			if err != nil {
+				return err
+			}
+			c.Set(fiber.HeaderCacheControl, "no-store")
+			return writeJSON(c, http.StatusOK, api.PlacementExplanationList{Explanations: list})
+		})
+	}
 	for _, m := range cfg.Mounts {
 		accesses = append(accesses, m(app))
 	}

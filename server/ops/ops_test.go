@@ -25,6 +25,12 @@ type overviewFunc func(context.Context) (api.Overview, error)
 
 func (f overviewFunc) Overview(ctx context.Context) (api.Overview, error) { return f(ctx) }
 
+type explanationsFunc func(context.Context) ([]api.PlacementExplanation, error)
+
+func (f explanationsFunc) Explanations(ctx context.Context) ([]api.PlacementExplanation, error) {
+	return f(ctx)
+}
+
 func get(t *testing.T, app *fiber.App, path string, header ...string) (int, map[string][]string, string) {
 	t.Helper()
 	req := httptest.NewRequest("GET", path, nil)
@@ -49,6 +55,9 @@ func TestEndpoints(t *testing.T) {
 	app := New(Config{
 		Overview: overviewFunc(func(context.Context) (api.Overview, error) {
 			return api.Overview{Capacity: api.CapacitySummary{TotalChunks: 7}}, nil
+		}),
+		Explanations: explanationsFunc(func(context.Context) ([]api.PlacementExplanation, error) {
+			return []api.PlacementExplanation{{ConsumerClusterID: "lyon", AppliedPlacement: api.PlacementEco}}, nil
 		}),
 		Gatherer:  reg,
 		Readiness: ready,
@@ -79,6 +88,14 @@ func TestEndpoints(t *testing.T) {
 	if h["Cache-Control"][0] != "no-store" {
 		t.Errorf("Cache-Control %v", h["Cache-Control"])
 	}
+	s, h, body = get(t, app, "/api/v1/placement/explanations")
+	var list api.PlacementExplanationList
+	if s != 200 || json.Unmarshal([]byte(body), &list) != nil || len(list.Explanations) != 1 || list.Explanations[0].ConsumerClusterID != "lyon" {
+		t.Errorf("explanations: %d %s", s, body)
+	}
+	if h["Cache-Control"][0] != "no-store" {
+		t.Errorf("explanations Cache-Control %v", h["Cache-Control"])
+	}
 	if s, _, body := get(t, app, "/"); s != 200 || !strings.Contains(body, "<h1>") {
 		t.Errorf("placeholder: %d %s", s, body)
 	}
@@ -89,9 +106,10 @@ func TestEndpoints(t *testing.T) {
 
 func TestTokenGuardAndMounts(t *testing.T) {
 	app := New(Config{
-		Overview:  overviewFunc(func(context.Context) (api.Overview, error) { return api.Overview{}, nil }),
-		Readiness: &Readiness{},
-		Token:     "s3cret",
+		Overview:     overviewFunc(func(context.Context) (api.Overview, error) { return api.Overview{}, nil }),
+		Explanations: explanationsFunc(func(context.Context) ([]api.PlacementExplanation, error) { return nil, nil }),
+		Readiness:    &Readiness{},
+		Token:        "s3cret",
 		Mounts: []Mount{func(app *fiber.App) Access {
 			app.Get("/", func(c *fiber.Ctx) error { return c.SendString("dashboard") })
 			app.Get("/login", func(c *fiber.Ctx) error { return c.SendString("login") })
@@ -113,6 +131,8 @@ func TestTokenGuardAndMounts(t *testing.T) {
 		{"/api/v1/overview", []string{"Authorization", "Bearer wrong"}, 401},
 		{"/api/v1/overview", []string{"Authorization", "Bearer s3cret"}, 200},
 		{"/api/v1/overview?token=s3cret", nil, 200},
+		{"/api/v1/placement/explanations", nil, 401},
+		{"/api/v1/placement/explanations", []string{"Authorization", "Bearer s3cret"}, 200},
 		{"/", nil, 401},
 		{"/?token=s3cret", nil, 200},
 		{"/login", nil, 200},

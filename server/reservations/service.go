@@ -48,6 +48,9 @@ type Placer interface {
 	UpsertConsumer(c placement.Consumer)
 	SetUsage(providerID string, t api.ChunkType, consumerID string, u placement.Usage)
 	View(consumerID string, all bool) api.NodeGroupListResponse
+	// Explain says why a consumer's view is what it is (override: another
+	// policy than the consumer's).
+	Explain(consumerID string, override *api.Placement) api.PlacementExplanation
 }
 
 // Config configures a Service. Store and Placer are required; zero

@@ -44,6 +44,9 @@ type Broker interface {
 	// PostResult records the outcome of instruction id reported by cn in
 	// role; only the instruction's target in its role may (Forbidden).
 	PostResult(ctx context.Context, cn string, role api.Role, id string, req api.InstructionResultRequest) error
+	// Explanation says why consumer cn grows where it does under its
+	// policy, as cn may read it (PlacementExplanation.ForConsumer).
+	Explanation(ctx context.Context, cn string) (api.PlacementExplanation, error)
 	// Overview is the dashboard's read-only snapshot (no credentials).
 	Overview(ctx context.Context) (api.Overview, error)
 }

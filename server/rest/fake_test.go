@@ -20,6 +20,7 @@ type fakeBroker struct {
 	InstructionsFn  func(ctx context.Context, cn string, role api.Role, wait time.Duration) ([]api.InstructionView, error)
 	PostResultFn    func(ctx context.Context, cn string, role api.Role, id string, req api.InstructionResultRequest) error
 	OverviewFn      func(ctx context.Context) (api.Overview, error)
+	ExplanationFn   func(ctx context.Context, cn string) (api.PlacementExplanation, error)
 }
 
 var _ Broker = (*fakeBroker)(nil)
@@ -92,4 +93,11 @@ func (f *fakeBroker) Overview(ctx context.Context) (api.Overview, error) {
 		return api.Overview{}, nil
 	}
 	return f.OverviewFn(ctx)
+}
+
+func (f *fakeBroker) Explanation(ctx context.Context, cn string) (api.PlacementExplanation, error) {
+	if f.ExplanationFn == nil {
+		return api.PlacementExplanation{}, nil
+	}
+	return f.ExplanationFn(ctx, cn)
 }

@@ -84,6 +84,15 @@ func (s *server) nodeGroups(c *fiber.Ctx) error {
 	return writeJSON(c, http.StatusOK, resp)
 }
 
+// GET /api/v1/placement/explanation (extension): the caller's own.
+func (s *server) explanation(c *fiber.Ctx) error {
+	resp, err := s.broker.Explanation(s.baseCtx(), caller(c).cn)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, resp)
+}
+
 // POST /api/v1/reservations: X-Reservation-Id is validated before anything
 // else; the domain looks a replay up before any capacity check.
 func (s *server) reserve(c *fiber.Ctx) error {

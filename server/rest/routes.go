@@ -21,6 +21,7 @@ const (
 	routeReservation    = "/api/v1/reservations/:id"
 	routeInstructions   = "/api/v1/instructions"
 	routeResult         = "/api/v1/instructions/:id/result"
+	routeExplanation    = "/api/v1/placement/explanation"
 	// routeUnmatched labels requests no route matched.
 	routeUnmatched = "unmatched"
 )
@@ -108,7 +109,8 @@ func (s *server) knownMethods(app *fiber.App, next fasthttp.RequestHandler) fast
 	}
 }
 
-// registerRoutes adds the ten routes of reference §2.0. A route's role is
+// registerRoutes adds the ten routes of reference §2.0 and the extension
+// route of the placement explanation. A route's role is
 // checked before anything else it does. Every GET route answers HEAD too:
 // the same status and headers, no body (fasthttp drops it).
 func (s *server) registerRoutes(app *fiber.App) {
@@ -129,6 +131,7 @@ func (s *server) registerRoutes(app *fiber.App) {
 	add(fiber.MethodDelete, routeReservation, routeReservation+"?", api.RoleConsumer, s.release)
 	add(fiber.MethodGet, routeInstructions, routeInstructions, "", s.instructions)
 	add(fiber.MethodPost, routeResult, routeResult, "", s.postResult)
+	add(fiber.MethodGet, routeExplanation, routeExplanation, api.RoleConsumer, s.explanation)
 }
 
 // gate answers 403 when the caller's certificate is for the other role.
