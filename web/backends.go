@@ -132,6 +132,9 @@ type ConsumerStatus struct {
 	Reservations  []ConsumerReservation
 	VirtualNodes  []VirtualNode
 	LastHeartbeat time.Time
+	// Explanation is the broker's explanation of the placement (nil when
+	// it could not be read).
+	Explanation *api.PlacementExplanation
 }
 
 // ReservationSpec is a manual reservation request.

@@ -157,6 +157,7 @@ func (cc *ConsumerConsole) renderLive(ctx context.Context) (templ.Component, err
 		views.ConsumerStatusPanel(v),
 		views.ConsumerReservations(v, "", cc.site.prefix),
 		views.ConsumerNodes(v),
+		views.ConsumerWhy(v),
 	}
 	if cc.workload != nil {
 		parts = append(parts, workloadSummaryFragment(v.Workload))
@@ -465,6 +466,10 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 			Phase: string(r.Phase), PhaseClass: phaseClass(r.Phase), Origin: origin, Created: ago(now, r.CreatedAt),
 			Releasable: !r.Phase.Terminal() && r.Phase != api.PhaseUnpeering,
 		})
+	}
+	if st.Explanation != nil {
+		why := buildWhy(*st.Explanation, cur, ConsoleWhyRows)
+		v.Why = &why
 	}
 	nodes := append([]VirtualNode(nil), st.VirtualNodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })

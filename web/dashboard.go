@@ -65,8 +65,11 @@ type Dashboard struct {
 	hist *history
 	opts DashboardOptions
 	// snap caches the last overview read, keyed by the source's version
-	// when the source is Versioned.
-	snap overviewCache
+	// when the source is Versioned; why the same for the explanations (nil
+	// explain: the source has none).
+	snap    overviewCache
+	explain ExplanationSource
+	why     versionCache[[]api.PlacementExplanation]
 }
 
 // Versioned is an optional interface of an OverviewSource: Version changes
@@ -76,37 +79,41 @@ type Versioned interface {
 	Version() uint64
 }
 
-// overviewCache holds the overview read at a version of a Versioned
-// source.
-type overviewCache struct {
+// versionCache holds a value read at a version of a Versioned source (the
+// overview, the explanations).
+type versionCache[T any] struct {
 	mu      sync.Mutex
 	src     Versioned // nil: the source is not versioned, never cached
 	valid   bool
 	version uint64
-	ov      api.Overview
+	val     T
 }
 
-// get returns the overview, read from read only when the version moved
-// since the last read. The overview must not be modified by the caller.
-func (c *overviewCache) get(ctx context.Context, read func(context.Context) (api.Overview, error)) (api.Overview, error) {
+// overviewCache is the cache of the overview.
+type overviewCache = versionCache[api.Overview]
+
+// get returns the value, read from read only when the version moved since
+// the last read. The value must not be modified by the caller.
+func (c *versionCache[T]) get(ctx context.Context, read func(context.Context) (T, error)) (T, error) {
 	if c.src == nil {
 		return read(ctx)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// The version is taken before the read: the overview then holds at
+	// The version is taken before the read: the value then holds at
 	// least every change up to it, so a change after it moves the version
 	// again and is read next time.
 	v := c.src.Version()
 	if c.valid && c.version == v {
-		return c.ov, nil
+		return c.val, nil
 	}
-	ov, err := read(ctx)
+	val, err := read(ctx)
 	if err != nil {
-		return api.Overview{}, err
+		var zero T
+		return zero, err
 	}
-	c.valid, c.version, c.ov = true, v, ov
-	return ov, nil
+	c.valid, c.version, c.val = true, v, val
+	return val, nil
 }
 
 // NewDashboard builds the dashboard over src. Mount it on a Fiber app and
@@ -139,6 +146,8 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 	}
 	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), opts: opts}
 	d.snap.src, _ = src.(Versioned)
+	d.why.src = d.snap.src
+	d.explain, _ = src.(ExplanationSource)
 	s.subscribe = src.Subscribe
 	s.render = d.renderLive
 	return d, nil
@@ -229,7 +238,19 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 	if err != nil {
 		return views.Dashboard{}, fmt.Errorf("read overview: %w", err)
 	}
-	return buildDashboard(d.site.clock.Now(), ov, d.hist, d.opts.StaleAfter, d.site.currency), nil
+	vm := buildDashboard(d.site.clock.Now(), ov, d.hist, d.opts.StaleAfter, d.site.currency)
+	if d.explain != nil {
+		// Explanations cost O(consumers × providers): only here, when a
+		// page is rendered, and only after a change.
+		exs, err := d.why.get(ctx, d.explain.Explanations)
+		if err != nil {
+			return views.Dashboard{}, fmt.Errorf("read placement explanations: %w", err)
+		}
+		for _, ex := range exs {
+			vm.Why = append(vm.Why, buildWhy(ex, d.site.currency, DashboardWhyRows))
+		}
+	}
+	return vm, nil
 }
 
 func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter time.Duration, cur string) views.Dashboard {

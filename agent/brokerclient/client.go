@@ -424,6 +424,14 @@ func (c *Client) AllNodeGroups(ctx context.Context) (api.NodeGroupListResponse, 
 	return out, err
 }
 
+// Explanation reads why this consumer grows where it does under its
+// policy (extension route; a broker without it answers 404).
+func (c *Client) Explanation(ctx context.Context) (api.PlacementExplanation, error) {
+	var out api.PlacementExplanation
+	_, err := c.do(ctx, call{route: "explanation", method: http.MethodGet, path: "/api/v1/placement/explanation", out: &out})
+	return out, err
+}
+
 // Reserve creates (or replays) reservation id. It returns the broker's
 // status: 201 for a new reservation, 200 for a replay.
 func (c *Client) Reserve(ctx context.Context, id string, req api.ReservationRequest) (api.ReservationResponse, int, error) {

@@ -206,11 +206,12 @@ type LocalAPI interface {
 	Release(ctx context.Context, id string) (*api.ReleaseResponse, error)
 }
 
-// BrokerReader reads reservations and the unmasked node groups from the
-// broker (*brokerclient.Client).
+// BrokerReader reads reservations, the unmasked node groups and the
+// placement explanation from the broker (*brokerclient.Client).
 type BrokerReader interface {
 	Reservation(ctx context.Context, id string) (api.ReservationResponse, error)
 	AllNodeGroups(ctx context.Context) (api.NodeGroupListResponse, error)
+	Explanation(ctx context.Context) (api.PlacementExplanation, error)
 }
 
 // ConsumerAgent is what the console needs from *consumer.Agent.
@@ -303,6 +304,13 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	}
 	st.NodeGroups = all.NodeGroups
 	st.AppliedPlacement = all.AppliedPlacement
+	// Read while the console is rendered (someone watches it); a broker
+	// without the extension route leaves the panel empty.
+	if ex, err := c.Broker.Explanation(ctx); err == nil {
+		st.Explanation = &ex
+	} else if c.Logger != nil {
+		c.Logger.Debug("Placement explanation unavailable", "err", err)
+	}
 	var endpoints []string
 	byEndpoint := map[string]string{}
 	for _, g := range all.NodeGroups {

@@ -125,6 +125,9 @@ func (b broker) Reservation(_ context.Context, id string) (api.ReservationRespon
 func (b broker) AllNodeGroups(context.Context) (api.NodeGroupListResponse, error) {
 	return api.NodeGroupListResponse{NodeGroups: b.all}, nil
 }
+func (b broker) Explanation(context.Context) (api.PlacementExplanation, error) {
+	return api.PlacementExplanation{ConsumerClusterID: "london", ChunkTypes: []api.ChunkTypeExplanation{{ChunkType: api.ChunkStandard, Winners: []string{"sydney"}}}}, nil
+}
 
 func TestConsumer(t *testing.T) {
 	sch := runtime.NewScheme()
@@ -180,6 +183,9 @@ func TestConsumer(t *testing.T) {
 	}
 	if st.ChosenProvider != "sydney" {
 		t.Errorf("chosen %q, want sydney (the growable group of the masked view)", st.ChosenProvider)
+	}
+	if st.Explanation == nil || st.Explanation.ChunkTypes[0].Winners[0] != "sydney" {
+		t.Errorf("explanation %+v, want the broker's (sydney wins)", st.Explanation)
 	}
 	if len(st.NodeGroups) != 3 {
 		t.Errorf("%d node groups, want every group (3)", len(st.NodeGroups))

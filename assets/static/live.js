@@ -30,6 +30,11 @@
       if (csrf) {
         el.querySelectorAll('input[name="_csrf"]').forEach(function (i) { i.value = csrf; });
       }
+      // Keep the explanations the user opened open.
+      old.querySelectorAll('details[id][open]').forEach(function (d) {
+        var n = el.querySelector('#' + CSS.escape(d.id));
+        if (n) { n.open = true; }
+      });
       old.replaceWith(el);
     });
     if (focusedId) {

@@ -97,6 +97,8 @@ type ConsumerStatus struct {
 	Reservations []ConsumerReservationRow
 	Nodes        []NodeRow
 	Workload     string
+	// Why explains the placement (nil when the broker gave none).
+	Why *Why
 }
 
 // RTTRow is a measured round-trip time.

@@ -42,6 +42,9 @@ type Dashboard struct {
 	Charts       []Chart
 	Legend       []LegendItem
 	Warnings     []string
+	// Why explains each consumer's placement (empty when the broker
+	// offers no explanations).
+	Why []Why
 }
 
 // ChunkTypeRow totals one chunk type.

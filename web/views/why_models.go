@@ -1,0 +1,39 @@
+package views
+
+// Why explains one consumer's placement: per chunk type, the candidates
+// with their metric values, the ones filtered out and why, the winner and
+// its margin over the runner-up (docs/ui.md, "Why this provider").
+type Why struct {
+	Consumer string
+	// Policy is the applied policy; Metric names the candidates' metric
+	// column (with its unit and direction).
+	Policy string
+	Metric string
+	// NotSharing says how many providers do not share with the consumer
+	// ("" when none).
+	NotSharing string
+	Types      []WhyType
+}
+
+// WhyType is the decision for one chunk type.
+type WhyType struct {
+	Type string
+	// Summary is the decision in one sentence.
+	Summary string
+	Rows    []WhyRow
+	// More says how many candidates were left out of Rows ("" when none).
+	More string
+}
+
+// WhyRow is one candidate provider.
+type WhyRow struct {
+	Rank     string
+	Provider string
+	Metric   string
+	// Outcome is winner, eligible, blocking or filtered; Class its badge.
+	Outcome string
+	Class   string
+	// Reason says in words why a provider was filtered out or blocks.
+	Reason string
+	Room   string
+}
