@@ -63,6 +63,7 @@ type Dashboard struct {
 	site *site
 	src  OverviewSource
 	hist *history
+	evs  *eventLog
 	opts DashboardOptions
 	// snap caches the last overview read, keyed by the source's version
 	// when the source is Versioned; why the same for the explanations (nil
@@ -144,7 +145,7 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 		s.authn = a
 		s.loginHint = "Use the token the broker was started with (--dashboard-token)."
 	}
-	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), opts: opts}
+	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), evs: newEventLog(MaxEvents), opts: opts}
 	d.snap.src, _ = src.(Versioned)
 	d.why.src = d.snap.src
 	d.explain, _ = src.(ExplanationSource)
@@ -198,6 +199,7 @@ func (d *Dashboard) sample(ctx context.Context) {
 	for {
 		if ov, err := d.snap.get(ctx, d.src.Overview); err == nil {
 			d.hist.record(d.site.clock.Now(), ov.Advertisements)
+			d.evs.record(ov)
 		}
 		select {
 		case <-ctx.Done():
@@ -227,7 +229,7 @@ func (d *Dashboard) renderLive(ctx context.Context) (templ.Component, error) {
 	if err != nil {
 		return nil, err
 	}
-	return views.DashboardLive(vm), nil
+	return templ.Join(views.DashboardLive(vm), views.EventList(vm)), nil
 }
 
 // model builds the page's view model from the (cached) overview and the
@@ -239,6 +241,8 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 		return views.Dashboard{}, fmt.Errorf("read overview: %w", err)
 	}
 	vm := buildDashboard(d.site.clock.Now(), ov, d.hist, d.opts.StaleAfter, d.site.currency)
+	d.evs.record(ov)
+	vm.Events, vm.EventConsumers, vm.EventProviders = eventRows(d.evs.snapshot())
 	if d.explain != nil {
 		// Explanations cost O(consumers × providers): only here, when a
 		// page is rendered, and only after a change.
@@ -341,19 +345,18 @@ func chunkRows(m map[api.ChunkType]api.ChunkCounts, size func(api.ChunkType) str
 	return rows
 }
 
-// maxReservationRows bounds the reservations table: live ones first, then
-// the most recent terminated ones.
+// maxReservationRows bounds the reservations table: the newest live
+// reservations (ended ones are in the events log).
 const maxReservationRows = 40
 
 func reservationRows(in []api.OverviewReservation) []views.ReservationRow {
-	rs := append([]api.OverviewReservation(nil), in...)
-	sort.SliceStable(rs, func(i, j int) bool {
-		ti, tj := rs[i].Status.Terminal(), rs[j].Status.Terminal()
-		if ti != tj {
-			return !ti
+	rs := make([]api.OverviewReservation, 0, len(in))
+	for _, r := range in {
+		if !r.Status.Terminal() {
+			rs = append(rs, r)
 		}
-		return rs[i].CreatedAt.After(rs[j].CreatedAt.Time)
-	})
+	}
+	sort.SliceStable(rs, func(i, j int) bool { return rs[i].CreatedAt.After(rs[j].CreatedAt.Time) })
 	if len(rs) > maxReservationRows {
 		rs = rs[:maxReservationRows]
 	}
@@ -381,12 +384,12 @@ func instructionRows(now time.Time, lists ...[]api.OverviewInstruction) []views.
 	var out []views.InstructionRow
 	for _, l := range lists {
 		for _, in := range l {
+			if in.Enforced {
+				continue // done: in the events log
+			}
 			state := "queued"
 			if in.LastDeliveredAt != nil {
 				state = "delivered " + ago(now, in.LastDeliveredAt.Time)
-			}
-			if in.Enforced {
-				state += " · enforced"
 			}
 			row := views.InstructionRow{
 				ID: in.ID, Kind: string(in.Kind), Reservation: in.ReservationID, Target: in.TargetClusterID,

@@ -37,6 +37,7 @@
       });
       old.replaceWith(el);
     });
+    applyFilters();
     if (focusedId) {
       var f = document.getElementById(focusedId);
       if (f && f !== document.activeElement) { f.focus(); }
@@ -65,6 +66,30 @@
       var out = document.getElementById(el.id + '-out');
       if (out) { out.textContent = el.value; }
     }
+  });
+
+  // Filters: <input data-filter-for="<list id>" data-filter-attr="<a>">
+  // hides the list's rows (tr[data-filterable]) whose data-<a> differs
+  // from the input's non-empty value.
+  function applyFilters() {
+    var groups = {};
+    document.querySelectorAll('input[data-filter-for]').forEach(function (i) {
+      var id = i.getAttribute('data-filter-for');
+      (groups[id] = groups[id] || []).push(i);
+    });
+    Object.keys(groups).forEach(function (id) {
+      var box = document.getElementById(id);
+      if (!box) { return; }
+      box.querySelectorAll('tr[data-filterable]').forEach(function (tr) {
+        tr.hidden = !groups[id].every(function (i) {
+          var v = i.value.trim();
+          return !v || tr.getAttribute('data-' + i.getAttribute('data-filter-attr')) === v;
+        });
+      });
+    });
+  }
+  document.addEventListener('input', function (ev) {
+    if (ev.target && ev.target.hasAttribute && ev.target.hasAttribute('data-filter-for')) { applyFilters(); }
   });
 
   setState('connecting', 'connecting\u2026');

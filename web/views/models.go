@@ -45,6 +45,11 @@ type Dashboard struct {
 	// Why explains each consumer's placement (empty when the broker
 	// offers no explanations).
 	Why []Why
+	// Events is the events log, newest first; EventConsumers and
+	// EventProviders are the names it mentions (filter suggestions).
+	Events         []EventRow
+	EventConsumers []string
+	EventProviders []string
 }
 
 // ChunkTypeRow totals one chunk type.

@@ -37,3 +37,16 @@ type WhyRow struct {
 	Reason string
 	Room   string
 }
+
+// EventRow is one entry of the dashboard's events log: a finished
+// instruction or an ended reservation.
+type EventRow struct {
+	At       string
+	Kind     string
+	Class    string
+	Consumer string
+	Provider string
+	// Subject is the reservation the event is about.
+	Subject string
+	Text    string
+}

@@ -1,0 +1,154 @@
+package web
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web/views"
+)
+
+// MaxEvents bounds the dashboard's events log: the newest this many
+// finished instructions and ended reservations are kept (in memory) and
+// shown; older ones are dropped.
+const MaxEvents = 100
+
+// event is one thing that finished: a reservation that ended (Released,
+// Failed, Expired) or an instruction its agent carried out (enforced).
+type event struct {
+	key      string // "reservation/<id>" or "instruction/<id>"
+	at       time.Time
+	kind     string
+	class    string
+	consumer string
+	provider string
+	subject  string
+	text     string
+}
+
+// eventLog keeps the newest MaxEvents events, so they outlive the broker
+// forgetting its terminal reservations (15 min) and enforced instructions
+// (5 min). It is fed from the overview by the sampler and by every render.
+type eventLog struct {
+	mu     sync.Mutex
+	max    int
+	events map[string]event
+}
+
+func newEventLog(max int) *eventLog {
+	return &eventLog{max: max, events: map[string]event{}}
+}
+
+// overviewEvents returns the finished things of an overview.
+func overviewEvents(ov api.Overview) []event {
+	var out []event
+	for _, r := range ov.Reservations {
+		if !r.Status.Terminal() {
+			continue
+		}
+		at := r.CreatedAt.Time
+		if r.TerminatedAt != nil {
+			at = r.TerminatedAt.Time
+		} else if n := len(r.History); n > 0 {
+			at = r.History[n-1].At.Time
+		}
+		text := chunksLabel(r.ChunkCount, r.ChunkType)
+		if r.Message != "" {
+			text += ": " + r.Message
+		}
+		out = append(out, event{
+			key: "reservation/" + r.ReservationID, at: at, kind: "reservation " + string(r.Status), class: phaseClass(r.Status),
+			consumer: r.ConsumerClusterID, provider: r.ProviderClusterID, subject: r.ReservationID, text: text,
+		})
+	}
+	for _, l := range [][]api.OverviewInstruction{ov.ProviderInstructions, ov.ReservationInstructions} {
+		for _, in := range l {
+			if !in.Enforced {
+				continue
+			}
+			at := time.Time{}
+			switch {
+			case in.LastUpdateTime != nil:
+				at = in.LastUpdateTime.Time
+			case in.IssuedAt != nil:
+				at = in.IssuedAt.Time
+			}
+			consumer, provider := in.ConsumerClusterID, in.ProviderClusterID
+			if in.Kind == api.KindGenerateKubeconfig && provider == "" {
+				provider = in.TargetClusterID
+			}
+			text := fmt.Sprintf("on %s after %d attempt(s)", in.TargetClusterID, in.Attempts)
+			if in.Message != "" {
+				text += ": " + in.Message
+			}
+			out = append(out, event{
+				key: "instruction/" + in.ID, at: at, kind: string(in.Kind) + " done", class: "ok",
+				consumer: consumer, provider: provider, subject: in.ReservationID, text: text,
+			})
+		}
+	}
+	return out
+}
+
+// record merges the overview's events into the log and drops the oldest
+// beyond max.
+func (l *eventLog) record(ov api.Overview) {
+	evs := overviewEvents(ov)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range evs {
+		l.events[e.key] = e
+	}
+	if len(l.events) <= l.max {
+		return
+	}
+	all := l.sortedLocked()
+	for _, e := range all[l.max:] {
+		delete(l.events, e.key)
+	}
+}
+
+// snapshot returns the events newest first.
+func (l *eventLog) snapshot() []event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sortedLocked()
+}
+
+func (l *eventLog) sortedLocked() []event {
+	out := make([]event, 0, len(l.events))
+	for _, e := range l.events {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].at.Equal(out[j].at) {
+			return out[i].at.After(out[j].at)
+		}
+		return out[i].key < out[j].key
+	})
+	return out
+}
+
+// eventRows renders events, and the consumers and providers they name
+// (the filters' suggestions).
+func eventRows(evs []event) (rows []views.EventRow, consumers, providers []string) {
+	seenC, seenP := map[string]bool{}, map[string]bool{}
+	for _, e := range evs {
+		rows = append(rows, views.EventRow{
+			At: clockTime(e.at), Kind: e.kind, Class: e.class, Consumer: e.consumer, Provider: e.provider, Subject: e.subject, Text: e.text,
+		})
+		if e.consumer != "" && !seenC[e.consumer] {
+			seenC[e.consumer] = true
+			consumers = append(consumers, e.consumer)
+		}
+		if e.provider != "" && !seenP[e.provider] {
+			seenP[e.provider] = true
+			providers = append(providers, e.provider)
+		}
+	}
+	sort.Strings(consumers)
+	sort.Strings(providers)
+	return rows, consumers, providers
+}

@@ -1,0 +1,68 @@
+package web
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+func mtp(t time.Time) *metav1.Time { m := metav1.NewTime(t); return &m }
+
+// TestEventsAndInFlight: finished instructions and ended reservations move
+// from their tables to the events log (newest first, bounded, kept after
+// the broker forgot them); the in-flight tables keep only what is live.
+func TestEventsAndInFlight(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC)
+	res := func(id string, phase api.Phase, created time.Time, ended *metav1.Time) api.OverviewReservation {
+		return api.OverviewReservation{ReservationResponse: api.ReservationResponse{
+			ReservationID: id, ConsumerClusterID: "lyon", ProviderClusterID: "paris", ChunkCount: 1, ChunkType: api.ChunkStandard,
+			Status: phase, CreatedAt: metav1.NewTime(created),
+		}, TerminatedAt: ended}
+	}
+	ov := api.Overview{
+		Reservations: []api.OverviewReservation{
+			res("r-live", api.PhasePeered, t0, nil),
+			res("r-done", api.PhaseReleased, t0, mtp(t0.Add(2*time.Minute))),
+			res("r-failed", api.PhaseFailed, t0, mtp(t0.Add(time.Minute))),
+		},
+		ProviderInstructions: []api.OverviewInstruction{
+			{ID: "gk-1", Kind: api.KindGenerateKubeconfig, ReservationID: "r-done", TargetClusterID: "paris", Enforced: true, Attempts: 1, LastUpdateTime: mtp(t0.Add(30 * time.Second))},
+		},
+		ReservationInstructions: []api.OverviewInstruction{
+			{ID: "peer-1", Kind: api.KindPeer, ReservationID: "r-live", TargetClusterID: "lyon", ConsumerClusterID: "lyon", ProviderClusterID: "paris", Attempts: 2},
+		},
+	}
+	d := buildDashboard(t0.Add(3*time.Minute), ov, newHistory(0, 0), time.Minute, "EUR")
+	if len(d.Reservations) != 1 || d.Reservations[0].ID != "r-live" {
+		t.Errorf("reservations table %+v, want only the live r-live", d.Reservations)
+	}
+	if len(d.Instructions) != 1 || d.Instructions[0].ID != "peer-1" {
+		t.Errorf("instructions in flight %+v, want only peer-1", d.Instructions)
+	}
+
+	log := newEventLog(3)
+	log.record(ov)
+	rows, consumers, providers := eventRows(log.snapshot())
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s %s %s/%s %s", r.At, r.Kind, r.Consumer, r.Provider, r.Subject))
+	}
+	want := "13:02:00 reservation Released lyon/paris r-done; 13:01:00 reservation Failed lyon/paris r-failed; 13:00:30 GenerateKubeconfig done /paris r-done"
+	if strings.Join(got, "; ") != want {
+		t.Errorf("events\n got %s\nwant %s", strings.Join(got, "; "), want)
+	}
+	if strings.Join(consumers, ",") != "lyon" || strings.Join(providers, ",") != "paris" {
+		t.Errorf("filter suggestions %v %v", consumers, providers)
+	}
+	// The broker forgets them; a newer event pushes the oldest out.
+	log.record(api.Overview{Reservations: []api.OverviewReservation{res("r-new", api.PhaseExpired, t0, mtp(t0.Add(5*time.Minute)))}})
+	evs := log.snapshot()
+	if len(evs) != 3 || evs[0].subject != "r-new" || evs[2].subject != "r-failed" {
+		t.Errorf("after a 4th event: %+v, want r-new, r-done, r-failed (bounded to 3, newest first)", evs)
+	}
+}
