@@ -135,6 +135,17 @@ type ConsumerStatus struct {
 	// Explanation is the broker's explanation of the placement (nil when
 	// it could not be read).
 	Explanation *api.PlacementExplanation
+	// UnfitPods are the pending pods no offered chunk can fit;
+	// UnfitPodsError says why they could not be read ("" when fine or not
+	// looked for).
+	UnfitPods      []UnfitPod
+	UnfitPodsError string
+}
+
+// UnfitPod is a pending pod whose requests fit no chunk type's shape.
+type UnfitPod struct {
+	Namespace, Name string
+	Requests        corev1.ResourceList
 }
 
 // ReservationSpec is a manual reservation request.

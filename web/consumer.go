@@ -471,6 +471,7 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 		why := buildWhy(*st.Explanation, cur, ConsoleWhyRows)
 		v.Why = &why
 	}
+	v.Unfit, v.UnfitError = unfitRows(st), st.UnfitPodsError
 	nodes := append([]VirtualNode(nil), st.VirtualNodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web/views"
 )
@@ -170,4 +172,44 @@ func buildWhy(ex api.PlacementExplanation, cur string, maxRows int) views.Why {
 		w.Types = append(w.Types, wt)
 	}
 	return w
+}
+
+// largestChunk is the biggest chunk shape among the offered node groups
+// (most cpu, then most memory), rendered "cpu 2, memory 4Gi".
+func largestChunk(groups []api.NodeGroupView) string {
+	var best corev1.ResourceList
+	for _, g := range groups {
+		s := g.ChunkResources
+		if len(s) == 0 {
+			continue
+		}
+		if best == nil {
+			best = s
+			continue
+		}
+		c := s.Cpu().Cmp(*best.Cpu())
+		if c > 0 || (c == 0 && s.Memory().Cmp(*best.Memory()) > 0) {
+			best = s
+		}
+	}
+	return strings.ReplaceAll(resources(best), " · ", ", ")
+}
+
+// unfitRows explains the pending pods no chunk fits.
+func unfitRows(st ConsumerStatus) []views.UnfitRow {
+	if len(st.UnfitPods) == 0 {
+		return nil
+	}
+	why := "no node group can fit this pod: largest chunk " + largestChunk(st.NodeGroups)
+	out := make([]views.UnfitRow, 0, len(st.UnfitPods))
+	for _, p := range st.UnfitPods {
+		req := corev1.ResourceList{}
+		for name, q := range p.Requests {
+			if name == corev1.ResourceCPU || name == corev1.ResourceMemory || strings.Contains(string(name), "/") {
+				req[name] = q
+			}
+		}
+		out = append(out, views.UnfitRow{Pod: p.Namespace + "/" + p.Name, Requests: strings.ReplaceAll(resources(req), " · ", ", "), Reason: why})
+	}
+	return out
 }

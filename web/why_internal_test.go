@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -76,5 +79,26 @@ func TestBuildWhy(t *testing.T) {
 		if got := buildWhy(tc.ex, "EUR", 10).Types[0].Summary; got != tc.want {
 			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestUnfitRows names the largest chunk offered (most cpu, then memory).
+func TestUnfitRows(t *testing.T) {
+	std := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}
+	gpu := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi"), "nvidia.com/gpu": resource.MustParse("1")}
+	pod := UnfitPod{Namespace: "shop", Name: "big", Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("3"), corev1.ResourceMemory: resource.MustParse("1Gi"), corev1.ResourceEphemeralStorage: resource.MustParse("1Gi"),
+	}}
+	rows := unfitRows(ConsumerStatus{UnfitPods: []UnfitPod{pod}, NodeGroups: []api.NodeGroupView{{ChunkResources: std}}})
+	if len(rows) != 1 || rows[0].Pod != "shop/big" || rows[0].Requests != "cpu 3, memory 1Gi" ||
+		rows[0].Reason != "no node group can fit this pod: largest chunk cpu 2, memory 4Gi" {
+		t.Errorf("rows %+v", rows)
+	}
+	rows = unfitRows(ConsumerStatus{UnfitPods: []UnfitPod{pod}, NodeGroups: []api.NodeGroupView{{ChunkResources: std}, {ChunkResources: gpu}}})
+	if rows[0].Reason != "no node group can fit this pod: largest chunk cpu 4, memory 8Gi, nvidia.com/gpu 1" {
+		t.Errorf("with a GPU chunk: %q", rows[0].Reason)
+	}
+	if unfitRows(ConsumerStatus{}) != nil {
+		t.Error("rows without unfit pods")
 	}
 }

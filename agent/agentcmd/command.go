@@ -432,7 +432,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 				return err
 			}
 			backend := &console.Consumer{
-				ClusterID: b.ClusterID, Namespace: o.Namespace, Agent: agent, Local: local, Broker: bc, Client: cl,
+				ClusterID: b.ClusterID, Namespace: o.Namespace, Agent: agent, Local: local, Broker: bc, Client: cl, Pods: cl,
 				Prober: cc.Prober, Logger: log,
 			}
 			ccons, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: consoleToken, Currency: o.Currency, Log: log.With("component", "console")})

@@ -239,6 +239,9 @@ type Consumer struct {
 	Client client.Client
 	// Prober (optional) measures the RTTs shown.
 	Prober Prober
+	// Pods (optional) lists the cluster's pending pods, so the console can
+	// name the ones no chunk can fit.
+	Pods PodReader
 	// Region and City are the consumer's location ("" when unknown).
 	Region, City string
 	Logger       *slog.Logger
@@ -323,6 +326,14 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 		st.RTTs = map[string]float64{}
 		for ep, ms := range c.Prober.Measure(ctx, endpoints) {
 			st.RTTs[byEndpoint[ep]] = ms
+		}
+	}
+	if c.Pods != nil {
+		if st.UnfitPods, err = unfitPods(ctx, c.Pods, all.NodeGroups); err != nil {
+			st.UnfitPodsError = "pending pods could not be listed (grant the federation-autoscaler:consumer-console ClusterRole)"
+			if c.Logger != nil {
+				c.Logger.Debug("Pending pods unavailable", "err", err)
+			}
 		}
 	}
 	vns, err := c.Local.VirtualNodes(ctx)

@@ -66,7 +66,7 @@ func (f *Federation) consumerConsole(ctx context.Context, o Options, c *Consumer
 	}
 	backend := &workloadConsumer{
 		Consumer: &console.Consumer{
-			ClusterID: c.ID, Namespace: c.Namespace, Agent: c.Agent, Local: local, Broker: bc, Client: cl,
+			ClusterID: c.ID, Namespace: c.Namespace, Agent: c.Agent, Local: local, Broker: bc, Client: cl, Pods: cl,
 			Prober: probe.NewProber(probe.ProberConfig{}), Region: "ENG", City: "London", Logger: o.Logger,
 		},
 		w: c.Workload, kube: kube,

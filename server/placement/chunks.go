@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 
 	"gopkg.in/inf.v0"
 	corev1 "k8s.io/api/core/v1"
@@ -224,4 +225,28 @@ func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// Fits reports whether a pod requesting requests fits on one chunk of
+// shape: every requested amount of cpu, memory and of any extended
+// resource (a name with a domain, such as nvidia.com/gpu) is at most the
+// chunk's. Other requests (ephemeral-storage, pods) are not part of a
+// chunk's shape and do not count. An empty shape fits nothing.
+func Fits(shape, requests corev1.ResourceList) bool {
+	if len(shape) == 0 {
+		return false
+	}
+	for name, q := range requests {
+		if name != corev1.ResourceCPU && name != corev1.ResourceMemory && !strings.Contains(string(name), "/") {
+			continue
+		}
+		if q.Sign() <= 0 {
+			continue
+		}
+		have, ok := shape[name]
+		if !ok || q.Cmp(have) > 0 {
+			return false
+		}
+	}
+	return true
 }

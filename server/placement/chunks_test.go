@@ -147,3 +147,27 @@ func mustDec(t *testing.T, s string) *inf.Dec {
 	}
 	return d
 }
+
+func TestFits(t *testing.T) {
+	std := DefaultChunkConfig().Standard
+	gpu := DefaultChunkConfig().GPU
+	for _, tc := range []struct {
+		name  string
+		shape corev1.ResourceList
+		req   corev1.ResourceList
+		want  bool
+	}{
+		{"exactly the chunk", std, rl("cpu", "2", "memory", "4Gi"), true},
+		{"a little more cpu", std, rl("cpu", "2001m", "memory", "1Gi"), false},
+		{"a little more memory", std, rl("cpu", "1", "memory", "4097Mi"), false},
+		{"storage is not part of a chunk", std, rl("cpu", "1", "ephemeral-storage", "100Gi"), true},
+		{"a GPU on a standard chunk", std, rl("cpu", "1", "nvidia.com/gpu", "1"), false},
+		{"a GPU on a GPU chunk", gpu, rl("cpu", "3", "memory", "8Gi", "nvidia.com/gpu", "1"), true},
+		{"no requests", std, nil, true},
+		{"no shape", nil, rl("cpu", "1"), false},
+	} {
+		if got := Fits(tc.shape, tc.req); got != tc.want {
+			t.Errorf("%s: Fits = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

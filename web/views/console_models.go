@@ -99,6 +99,17 @@ type ConsumerStatus struct {
 	Workload     string
 	// Why explains the placement (nil when the broker gave none).
 	Why *Why
+	// Unfit lists pending pods no chunk can fit; UnfitError says why they
+	// could not be read.
+	Unfit      []UnfitRow
+	UnfitError string
+}
+
+// UnfitRow is a pending pod no node group can fit.
+type UnfitRow struct {
+	Pod      string
+	Requests string
+	Reason   string
 }
 
 // RTTRow is a measured round-trip time.
