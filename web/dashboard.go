@@ -43,12 +43,16 @@ type DashboardOptions struct {
 	// after a publication that cost d of CPU, the next one waits at least
 	// d/RenderShare, at most Refresh (default DefaultRenderShare).
 	RenderShare float64
-	// HistoryWindow is the span of the charts (default 1h); SampleEvery is
+	// HistoryWindow is the span of the charts (default DefaultHistoryWindow); SampleEvery is
 	// the history resolution and the period at which the history is sampled,
 	// whatever the rate of changes and whether or not anyone watches
 	// (default 5s).
 	HistoryWindow time.Duration
 	SampleEvery   time.Duration
+	// HistoryStore, when set, keeps the history (chart samples and what
+	// each consumer spent today and this month) across restarts: one
+	// record per sample, the window's worth.
+	HistoryStore HistoryStore
 	// Currency is the ISO 4217 code prices are shown in (default
 	// DefaultCurrency).
 	Currency string
@@ -194,12 +198,23 @@ func (d *Dashboard) Run(ctx context.Context) error {
 // done: a fixed cadence, independent of the rate of changes and of viewers.
 // With a Versioned source an unchanged state costs no overview read.
 func (d *Dashboard) sample(ctx context.Context) {
+	if d.opts.HistoryStore != nil {
+		if err := d.hist.restore(ctx, d.opts.HistoryStore, d.site.clock.Now()); err != nil {
+			d.site.log.Warn("Dashboard history not fully restored", "err", err)
+		}
+	}
 	tick := d.site.clock.NewTicker(d.hist.every)
 	defer tick.Stop()
 	for {
 		if ov, err := d.snap.get(ctx, d.src.Overview); err == nil {
-			d.hist.record(d.site.clock.Now(), ov.Advertisements)
+			now := d.site.clock.Now()
+			d.hist.record(now, ov.Advertisements, ov.Consumers)
 			d.evs.record(ov)
+			if d.opts.HistoryStore != nil {
+				if err := d.hist.persist(ctx, d.opts.HistoryStore, now); err != nil && ctx.Err() == nil {
+					d.site.log.Warn("Dashboard history not stored", "err", err)
+				}
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -243,17 +258,19 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 	vm := buildDashboard(d.site.clock.Now(), ov, d.hist, d.opts.StaleAfter, d.site.currency)
 	d.evs.record(ov)
 	vm.Events, vm.EventConsumers, vm.EventProviders = eventRows(d.evs.snapshot())
+	var exs []api.PlacementExplanation
 	if d.explain != nil {
 		// Explanations cost O(consumers × providers): only here, when a
 		// page is rendered, and only after a change.
-		exs, err := d.why.get(ctx, d.explain.Explanations)
-		if err != nil {
+		if exs, err = d.why.get(ctx, d.explain.Explanations); err != nil {
 			return views.Dashboard{}, fmt.Errorf("read placement explanations: %w", err)
 		}
 		for _, ex := range exs {
 			vm.Why = append(vm.Why, buildWhy(ex, d.site.currency, DashboardWhyRows))
 		}
 	}
+	today, month := d.hist.spent()
+	vm.Totals = buildTotals(ov.Consumers, exs, today, month, d.site.currency)
 	return vm, nil
 }
 

@@ -72,6 +72,14 @@ type ChunkTypeExplanation struct {
 	// Candidates lists every provider offering the type: eligible ones in
 	// rank order, then the filtered ones by id.
 	Candidates []PlacementCandidate `json:"candidates"`
+	// Held is the consumer's live chunks of the type. MostExpensive is the
+	// priced provider that may lend to it with the highest cost per chunk
+	// (room not considered), StandardChoice the provider the Standard
+	// policy would grow it on now; both priced for Held chunks (absent when
+	// there is none).
+	Held           int32        `json:"held,omitempty"`
+	MostExpensive  *Alternative `json:"mostExpensive,omitempty"`
+	StandardChoice *Alternative `json:"standardChoice,omitempty"`
 }
 
 // CandidateOutcome is what became of a provider in the decision.
@@ -138,4 +146,33 @@ func (e PlacementExplanation) ForConsumer() PlacementExplanation {
 // consumer id, with the providers that do not share with each listed.
 type PlacementExplanationList struct {
 	Explanations []PlacementExplanation `json:"explanations"`
+}
+
+// ConsumerSpend is what a consumer's borrowed capacity costs and emits now
+// (extension, per consumer of the overview).
+type ConsumerSpend struct {
+	// Chunks counts the live chunks borrowed per type.
+	Chunks map[ChunkType]int32 `json:"chunks,omitempty"`
+	// CostPerHour is Σ chunks × cost per chunk at each provider's current
+	// prices; UnpricedChunks are left out of it (their provider has no
+	// price for a resource of the chunk).
+	CostPerHour    float64 `json:"costPerHour"`
+	UnpricedChunks int32   `json:"unpricedChunks,omitempty"`
+	// CarbonPerHour is Σ chunks × chunk power (kW, the broker's
+	// --chunk-watts-*) × the provider's grid intensity now (gCO2eq/kWh;
+	// the 6-hour weighted value when it sends no current one), in
+	// gCO2eq/h; NoCarbonChunks are on providers without carbon data.
+	CarbonPerHour  float64 `json:"carbonPerHour"`
+	NoCarbonChunks int32   `json:"noCarbonChunks,omitempty"`
+}
+
+// Alternative is what a consumer's borrowed chunks of one type would cost
+// and emit per hour on another provider (extension of an explanation).
+type Alternative struct {
+	ProviderClusterID string `json:"providerClusterId"`
+	// CostPerHour is held chunks × the provider's cost per chunk (absent:
+	// unpriced); CarbonPerHour held chunks × chunk power × its intensity
+	// (absent: no carbon data).
+	CostPerHour   *float64 `json:"costPerHour,omitempty"`
+	CarbonPerHour *float64 `json:"carbonPerHour,omitempty"`
 }

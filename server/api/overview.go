@@ -85,4 +85,7 @@ type OverviewConsumer struct {
 	MeasuredLatencies map[string]float64 `json:"measuredLatencies,omitempty"`
 	Latitude          *float64           `json:"latitude,omitempty"`
 	Longitude         *float64           `json:"longitude,omitempty"`
+	// Spend is what the consumer's borrowed chunks cost and emit per hour
+	// now (extension).
+	Spend *ConsumerSpend `json:"spend,omitempty"`
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 	"github.com/federation-autoscaler/federation-autoscaler/server/ops"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
@@ -54,6 +55,12 @@ type Options struct {
 	DashboardToken     string
 	// Currency is the ISO 4217 code the dashboard shows prices in.
 	Currency string
+	// ChunkWattsStandard and ChunkWattsGPU are one chunk's power draw, for
+	// the carbon of borrowed capacity (0: the placement defaults).
+	ChunkWattsStandard, ChunkWattsGPU float64
+	// HistoryWindow is how long the dashboard's charts and stored history
+	// reach back (0: web.DefaultHistoryWindow).
+	HistoryWindow time.Duration
 	// Limits bound what each listener holds (--max-conns,
 	// --max-conns-per-ip, --handshake-timeout; zero: automatic).
 	Limits netguard.Limits
@@ -110,6 +117,9 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.Float64Var(&o.RateLimitRPS, "rate-limit-rps", rest.DefaultRateLimitRPS, "sustained requests per second of the per-certificate rate limit")
 	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst; 0: the default")
 	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
+	f.Float64Var(&o.ChunkWattsStandard, "chunk-watts-standard", placement.DefaultStandardChunkWatts, "power draw of one standard chunk in watts, for the carbon of borrowed capacity (gCO2eq/h = chunks × kW × grid gCO2eq/kWh)")
+	f.Float64Var(&o.ChunkWattsGPU, "chunk-watts-gpu", placement.DefaultGPUChunkWatts, "power draw of one GPU chunk in watts, for the carbon of borrowed capacity")
+	f.DurationVar(&o.HistoryWindow, "history-window", web.DefaultHistoryWindow, "how far back the dashboard's charts reach; their samples (every 5s) are stored in the broker's database and kept across restarts for this long")
 	f.StringVar(&o.Currency, "currency", web.DefaultCurrency, "ISO 4217 code the dashboard shows prices in (placement compares prices as numbers: the federation prices in one currency)")
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
 	f.BoolVar(&o.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the dashboard listener (behind --dashboard-token when set; CPU profiles at most ?seconds=25: the listener's write timeout is 30s)")
@@ -144,6 +154,17 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--dashboard-listen %q: want host:port, e.g. :9444, or empty to disable: %w", o.DashboardListen, err))
 		}
 	}
+	for _, w := range []struct {
+		flag string
+		v    float64
+	}{{"--chunk-watts-standard", o.ChunkWattsStandard}, {"--chunk-watts-gpu", o.ChunkWattsGPU}} {
+		if !(w.v >= 0 && w.v <= MaxChunkWatts) {
+			errs = append(errs, fmt.Errorf("%s must be between 0 and %v watts (0: the default), got %v", w.flag, MaxChunkWatts, w.v))
+		}
+	}
+	if o.HistoryWindow != 0 && (o.HistoryWindow < MinHistoryWindow || o.HistoryWindow > MaxHistoryWindow) {
+		errs = append(errs, fmt.Errorf("--history-window must be between %s and %s, got %s", MinHistoryWindow, MaxHistoryWindow, o.HistoryWindow))
+	}
 	if o.ReservationLease <= 0 {
 		errs = append(errs, fmt.Errorf("--reservation-lease must be positive, got %s", o.ReservationLease))
 	}
@@ -168,6 +189,26 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Bounds of the flags above.
+const (
+	MaxChunkWatts    = 100_000.0
+	MinHistoryWindow = 5 * time.Minute
+	MaxHistoryWindow = 7 * 24 * time.Hour
+)
+
+// chunkWatts is the power draw per chunk type, zero values left to the
+// placement defaults.
+func (o *Options) chunkWatts() map[api.ChunkType]float64 {
+	w := map[api.ChunkType]float64{}
+	if o.ChunkWattsStandard > 0 {
+		w[api.ChunkStandard] = o.ChunkWattsStandard
+	}
+	if o.ChunkWattsGPU > 0 {
+		w[api.ChunkGPU] = o.ChunkWattsGPU
+	}
+	return w
+}
+
 // listeners is how many listeners the broker opens.
 func (o *Options) listeners() int {
 	if o.DashboardListen == "" && o.DashboardListener == nil {
@@ -180,8 +221,8 @@ func (o *Options) listeners() int {
 // domain's overview, pushes changes to browsers until ctx ends and, with a
 // dashboard token, has its own login page and session cookie, which the
 // listener's token guard honours.
-func webDashboard(ctx context.Context, svc *reservations.Service, o Options, log *slog.Logger) (ops.Mount, error) {
-	opts := web.DashboardOptions{StaleAfter: o.ProviderStaleAfter, Currency: o.Currency, Log: log}
+func webDashboard(ctx context.Context, svc *reservations.Service, hist web.HistoryStore, o Options, log *slog.Logger) (ops.Mount, error) {
+	opts := web.DashboardOptions{StaleAfter: o.ProviderStaleAfter, Currency: o.Currency, HistoryWindow: o.HistoryWindow, HistoryStore: hist, Log: log}
 	if o.DashboardToken != "" {
 		tok, err := auth.NewStaticToken(o.DashboardToken)
 		if err != nil {
@@ -265,7 +306,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		ChunkConfig:        chunks,
 		ReservationLease:   o.ReservationLease,
 		ProviderStaleAfter: o.ProviderStaleAfter,
-		Placer:             placement.NewIndex(chunks),
+		Placer:             placement.NewIndex(chunks, placement.WithChunkWatts(o.chunkWatts())),
 	})
 	if err != nil {
 		_ = st.Close()
@@ -342,7 +383,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	var dashApp *fiber.App
 	if dashLn != nil {
-		webDash, err := webDashboard(base, svc, o, log)
+		webDash, err := webDashboard(base, svc, st, o, log)
 		if err != nil {
 			cancel()
 			_ = apiApp.Shutdown()

@@ -70,8 +70,13 @@ func (ix *Index) Explain(consumerID string, override *api.Placement) api.Placeme
 		}
 	}
 	slices.Sort(ids)
+	// The Standard policy's decision, for the comparison with the
+	// consumer's own (the same walk, without recording).
+	std := ix.newViewCtx(consumerID, &api.Placement{Type: api.PlacementStandard}, nil)
+	std.decide()
 	for ti := range chunkTypes {
 		if te, ok := v.explainType(ti, ids); ok {
+			v.alternatives(&te, ti, ids, std)
 			out.ChunkTypes = append(out.ChunkTypes, te)
 		}
 	}

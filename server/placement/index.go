@@ -102,6 +102,30 @@ func lessDec(a, b rankItem) bool {
 // Option configures an Index.
 type Option func(*Index)
 
+// Default power draw of one chunk in watts, used for the carbon of borrowed
+// capacity (gCO2eq/h = chunks × kW × grid gCO2eq/kWh): a 2-vCPU / 4 GiB
+// chunk at about 3.5 W per vCPU and 0.4 W per GiB with a data-centre
+// overhead, and a GPU chunk dominated by its accelerator. Estimates, set
+// per federation with WithChunkWatts (the broker's --chunk-watts-standard
+// and --chunk-watts-gpu).
+const (
+	DefaultStandardChunkWatts = 10.0
+	DefaultGPUChunkWatts      = 250.0
+)
+
+// WithChunkWatts sets the power draw of one chunk per type in watts
+// (types left out keep their default; negative or non-finite values are
+// ignored).
+func WithChunkWatts(w map[api.ChunkType]float64) Option {
+	return func(ix *Index) {
+		for t, v := range w {
+			if ti, ok := typeIdx(t); ok && v >= 0 && !math.IsInf(v, 0) && !math.IsNaN(v) {
+				ix.watts[ti] = v
+			}
+		}
+	}
+}
+
 // WithClock makes the Index stamp servedAt with now instead of time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(ix *Index) { ix.now = now }
@@ -113,6 +137,9 @@ func WithClock(now func() time.Time) Option {
 type Index struct {
 	cfg ChunkConfig
 	now func() time.Time
+	// watts is the power draw of one chunk per type (indexed like
+	// chunkTypes).
+	watts [numTypes]float64
 
 	mu        sync.RWMutex
 	providers map[string]*provState
@@ -141,6 +168,7 @@ func NewIndex(cfg ChunkConfig, opts ...Option) *Index {
 		usage:     map[groupKey]*groupUsage{},
 		held:      map[string]map[groupKey]Usage{},
 		distCache: map[string]*distCache{},
+		watts:     [numTypes]float64{DefaultGPUChunkWatts, DefaultStandardChunkWatts},
 	}
 	for i := range ix.trees {
 		ix.trees[i] = typeTrees{

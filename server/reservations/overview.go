@@ -94,6 +94,8 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 			row.Placement = hb.Placement.Type
 			row.Weights = hb.Placement.Weights
 		}
+		spend := s.idx.Spend(id)
+		row.Spend = &spend
 		if rtt, ok := hb.MeasuredLatencies[row.ChosenProvider]; ok && row.ChosenProvider != "" {
 			row.MeasuredRTT = &rtt
 		}

@@ -51,6 +51,8 @@ type Placer interface {
 	// Explain says why a consumer's view is what it is (override: another
 	// policy than the consumer's).
 	Explain(consumerID string, override *api.Placement) api.PlacementExplanation
+	// Spend is what a consumer's live chunks cost and emit per hour now.
+	Spend(consumerID string) api.ConsumerSpend
 }
 
 // Config configures a Service. Store and Placer are required; zero

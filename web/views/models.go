@@ -50,6 +50,8 @@ type Dashboard struct {
 	Events         []EventRow
 	EventConsumers []string
 	EventProviders []string
+	// Totals is one row per consumer and the federation's last.
+	Totals []TotalsRow
 }
 
 // ChunkTypeRow totals one chunk type.

@@ -50,3 +50,20 @@ type EventRow struct {
 	Subject string
 	Text    string
 }
+
+// TotalsRow is what one consumer's borrowed capacity costs and emits, and
+// what it would on the alternatives (Federation: the sum of every row).
+type TotalsRow struct {
+	Consumer   string
+	Federation bool
+	Chunks     string
+	// Rate is the spend per hour now; Today and Month what was spent since
+	// 00:00 UTC and since the 1st of the month (UTC).
+	Rate, Today, Month string
+	// Carbon is the grid carbon of the borrowed capacity per hour.
+	Carbon string
+	// Dear* price the same chunks on the most expensive provider, Std* on
+	// the Standard policy's choice; *Saving is that minus Rate.
+	DearOn, Dear, DearCarbon, DearSaving string
+	StdOn, Std, StdCarbon, StdSaving     string
+}

@@ -1,0 +1,279 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web/views"
+)
+
+// DefaultHistoryWindow is how far back the charts and the stored history
+// reach by default (the broker's --history-window).
+const DefaultHistoryWindow = time.Hour
+
+// HistoryStore keeps the dashboard's history across restarts (the broker's
+// bbolt store implements it, in a bucket of its own). AppendHistory stores
+// one sample and drops those older than keepAfter; LoadHistory replays
+// them oldest first.
+type HistoryStore interface {
+	AppendHistory(ctx context.Context, at time.Time, data []byte, keepAfter time.Time) error
+	LoadHistory(ctx context.Context, fn func(at time.Time, data []byte) error) error
+}
+
+// spendBook integrates each consumer's spend per hour over time into what
+// it spent today and this month (UTC calendar days and months). A gap
+// between two samples longer than maxGap (the broker was down) is not
+// counted: nobody saw the rate then.
+type spendBook struct {
+	Day   string             `json:"day"`
+	Month string             `json:"month"`
+	Today map[string]float64 `json:"today,omitempty"`
+	Spent map[string]float64 `json:"spent,omitempty"` // this month
+	// Rate is each consumer's spend per hour at LastAt.
+	Rate   map[string]float64 `json:"rate,omitempty"`
+	LastAt time.Time          `json:"lastAt"`
+}
+
+// add integrates the rates of the previous sample up to now and records
+// the new rates.
+func (b *spendBook) add(now time.Time, rates map[string]float64, maxGap time.Duration) {
+	day, month := now.UTC().Format("2006-01-02"), now.UTC().Format("2006-01")
+	if b.Day != day {
+		b.Day, b.Today = day, map[string]float64{}
+	}
+	if b.Month != month {
+		b.Month, b.Spent = month, map[string]float64{}
+	}
+	if b.Today == nil {
+		b.Today = map[string]float64{}
+	}
+	if b.Spent == nil {
+		b.Spent = map[string]float64{}
+	}
+	if dt := now.Sub(b.LastAt); !b.LastAt.IsZero() && dt > 0 && dt <= maxGap {
+		for c, r := range b.Rate {
+			b.Today[c] += r * dt.Hours()
+			b.Spent[c] += r * dt.Hours()
+		}
+	}
+	b.Rate, b.LastAt = rates, now
+}
+
+// consumerRates returns each consumer's spend per hour now.
+func consumerRates(cs []api.OverviewConsumer) map[string]float64 {
+	out := make(map[string]float64, len(cs))
+	for _, c := range cs {
+		if c.Spend != nil {
+			out[c.ClusterID] = c.Spend.CostPerHour
+		}
+	}
+	return out
+}
+
+// historyRecord is one stored sample: every provider's sample and the
+// spend book after it.
+type historyRecord struct {
+	Providers map[string]storedSample `json:"p"`
+	Spend     spendBook               `json:"s"`
+}
+
+type storedSample struct {
+	Reserved float64  `json:"r"`
+	Price    *float64 `json:"pr,omitempty"`
+	Carbon   *float64 `json:"c,omitempty"`
+}
+
+// persist stores the newest sample of every provider and the spend book.
+func (h *history) persist(ctx context.Context, st HistoryStore, now time.Time) error {
+	h.mu.Lock()
+	rec := historyRecord{Providers: make(map[string]storedSample, len(h.series)), Spend: h.spend}
+	for id, ring := range h.series {
+		if len(ring) == 0 {
+			continue
+		}
+		s := ring[len(ring)-1]
+		ss := storedSample{Reserved: s.reserved}
+		if s.hasPrice {
+			v := s.price
+			ss.Price = &v
+		}
+		if s.hasCO2 {
+			v := s.carbon
+			ss.Carbon = &v
+		}
+		rec.Providers[id] = ss
+	}
+	h.mu.Unlock()
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return st.AppendHistory(ctx, now, data, now.Add(-h.window))
+}
+
+// restore replays the stored history (oldest first) into the rings and
+// takes the newest spend book. A record that does not decode is skipped
+// and counted in the error.
+func (h *history) restore(ctx context.Context, st HistoryStore, now time.Time) error {
+	bad := 0
+	err := st.LoadHistory(ctx, func(at time.Time, data []byte) error {
+		var rec historyRecord
+		if err := json.Unmarshal(data, &rec); err != nil {
+			bad++
+			return nil
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for id, ss := range rec.Providers {
+			s := sample{at: at, reserved: ss.Reserved}
+			if ss.Price != nil {
+				s.price, s.hasPrice = *ss.Price, true
+			}
+			if ss.Carbon != nil {
+				s.carbon, s.hasCO2 = *ss.Carbon, true
+			}
+			h.series[id] = h.trim(now, append(h.series[id], s))
+		}
+		h.spend = rec.Spend
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("load the dashboard history: %w", err)
+	}
+	if bad > 0 {
+		return fmt.Errorf("load the dashboard history: %d stored samples did not decode and were skipped", bad)
+	}
+	return nil
+}
+
+// consumerTotals is one consumer's (or the federation's) totals.
+type consumerTotals struct {
+	chunks                int32
+	rate, today, month    float64
+	unpriced              int32
+	carbon                float64
+	noCarbon              int32
+	dearCost, stdCost     float64
+	dearCarbon, stdCarbon float64
+	dearOK, stdOK         bool // every borrowed chunk has that alternative priced
+	dear, std             []string
+}
+
+// alternativesOf sums an explanation's alternatives over chunk types.
+func (t *consumerTotals) alternativesOf(ex api.PlacementExplanation) {
+	t.dearOK, t.stdOK = true, true
+	for _, te := range ex.ChunkTypes {
+		if te.Held == 0 {
+			continue
+		}
+		add := func(a *api.Alternative, cost, carbon *float64, ok *bool, names *[]string) {
+			if a == nil || a.CostPerHour == nil {
+				*ok = false
+			} else {
+				*cost += *a.CostPerHour
+			}
+			if a != nil {
+				if a.CarbonPerHour != nil {
+					*carbon += *a.CarbonPerHour
+				}
+				*names = append(*names, a.ProviderClusterID)
+			}
+		}
+		add(te.MostExpensive, &t.dearCost, &t.dearCarbon, &t.dearOK, &t.dear)
+		add(te.StandardChoice, &t.stdCost, &t.stdCarbon, &t.stdOK, &t.std)
+	}
+}
+
+// buildTotals is the totals table: one row per consumer and the
+// federation's sum. Savings are shown only where both sides are fully
+// priced.
+func buildTotals(cs []api.OverviewConsumer, exs []api.PlacementExplanation, today, month map[string]float64, cur string) []views.TotalsRow {
+	byID := map[string]api.PlacementExplanation{}
+	for _, ex := range exs {
+		byID[ex.ConsumerClusterID] = ex
+	}
+	fed := consumerTotals{dearOK: true, stdOK: true}
+	var rows []views.TotalsRow
+	for _, c := range cs {
+		t := consumerTotals{today: today[c.ClusterID], month: month[c.ClusterID]}
+		if s := c.Spend; s != nil {
+			for _, n := range s.Chunks {
+				t.chunks += n
+			}
+			t.rate, t.unpriced, t.carbon, t.noCarbon = s.CostPerHour, s.UnpricedChunks, s.CarbonPerHour, s.NoCarbonChunks
+		}
+		ex, explained := byID[c.ClusterID]
+		if explained {
+			t.alternativesOf(ex)
+		}
+		rows = append(rows, totalsRow(c.ClusterID, t, explained, cur))
+		fed.chunks += t.chunks
+		fed.rate += t.rate
+		fed.today += t.today
+		fed.month += t.month
+		fed.unpriced += t.unpriced
+		fed.carbon += t.carbon
+		fed.noCarbon += t.noCarbon
+		fed.dearCost += t.dearCost
+		fed.stdCost += t.stdCost
+		fed.dearCarbon += t.dearCarbon
+		fed.stdCarbon += t.stdCarbon
+		fed.dearOK = fed.dearOK && (t.chunks == 0 || (explained && t.dearOK))
+		fed.stdOK = fed.stdOK && (t.chunks == 0 || (explained && t.stdOK))
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Consumer < rows[j].Consumer })
+	f := totalsRow("federation", fed, len(exs) > 0, cur)
+	f.Federation, f.DearOn, f.StdOn = true, "", ""
+	return append(rows, f)
+}
+
+func totalsRow(id string, t consumerTotals, explained bool, cur string) views.TotalsRow {
+	r := views.TotalsRow{
+		Consumer: id, Chunks: fmt.Sprint(t.chunks), Rate: perHour(cur, t.rate), Today: money(t.today) + " " + cur,
+		Month: money(t.month) + " " + cur, Carbon: fmt.Sprintf("%.1f g/h", t.carbon),
+		Dear: dash, DearCarbon: dash, DearSaving: dash, Std: dash, StdCarbon: dash, StdSaving: dash,
+	}
+	if t.unpriced > 0 {
+		r.Rate += fmt.Sprintf(" + %d unpriced", t.unpriced)
+	}
+	if t.noCarbon > 0 {
+		r.Carbon += fmt.Sprintf(" + %d without carbon data", t.noCarbon)
+	}
+	if !explained || t.chunks == 0 {
+		return r
+	}
+	r.DearOn, r.StdOn = strings.Join(uniq(t.dear), ", "), strings.Join(uniq(t.std), ", ")
+	r.DearCarbon, r.StdCarbon = fmt.Sprintf("%.1f g/h", t.dearCarbon), fmt.Sprintf("%.1f g/h", t.stdCarbon)
+	if t.dearOK {
+		r.Dear = perHour(cur, t.dearCost)
+		if t.unpriced == 0 {
+			r.DearSaving = perHour(cur, t.dearCost-t.rate)
+		}
+	}
+	if t.stdOK {
+		r.Std = perHour(cur, t.stdCost)
+		if t.unpriced == 0 {
+			r.StdSaving = perHour(cur, t.stdCost-t.rate)
+		}
+	} else if len(t.std) > 0 {
+		r.Std = "unpriced"
+	}
+	return r
+}
+
+func uniq(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range s {
+		if v != "" && !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
