@@ -9,8 +9,14 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/web/views"
 )
 
-// palette gives each provider a stable colour (by sorted position).
-var palette = [...]string{"#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#0a7f8a", "#57606a"}
+// palette gives each provider a stable colour (by sorted position). It has
+// no green and no red: a provider's colour must not suggest a clean or a
+// dirty grid (a coal grid drawn in green), nor good or bad.
+var palette = [...]string{"#1f6feb", "#8250df", "#9a6700", "#bf3989", "#57606a", "#0550ae", "#6e5494", "#b35900"}
+
+// MaxHoverPoints bounds the points of one line that show their value on
+// hover (the newest changes are kept).
+const MaxHoverPoints = 60
 
 func colorOf(i int) string { return palette[i%len(palette)] }
 
@@ -25,7 +31,7 @@ type metric func(sample) (float64, bool)
 
 // buildChart renders one metric of every provider over [now-window, now] as
 // polylines in SVG user units.
-func buildChart(id, title, unit string, now time.Time, window time.Duration, ids []string, series map[string][]sample, m metric) views.Chart {
+func buildChart(id, title, unit string, now time.Time, window time.Duration, ids []string, series map[string][]sample, m metric, format func(float64) string) views.Chart {
 	c := views.Chart{
 		ID: id, Title: title, Unit: unit, Width: chartW, Height: chartH,
 		PlotLeft: plotL, PlotRight: plotR, PlotTop: plotTop, PlotBottom: plotBottom,
@@ -70,11 +76,16 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 		// a full hour of history.
 		type vtx struct{ x, y float64 }
 		var vs []vtx
-		for j, p := range pts {
+		// hover holds one point per value change (the last one per
+		// column), with its value and time.
+		var hover []views.HoverPoint
+		for j, p := range pts[:len(pts)-1] { // the last point only holds the value to "now"
 			px, py := math.Round(x(p.t)), y(p.v)
+			hp := views.HoverPoint{X: f1(px), Y: f1(py), Title: ids[i] + ": " + format(p.v) + " at " + clockTime(p.t)}
 			switch {
 			case j == 0:
 				vs = append(vs, vtx{px, py})
+				hover = append(hover, hp)
 			case py == vs[len(vs)-1].y:
 				continue
 			case px == vs[len(vs)-1].x:
@@ -83,9 +94,14 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 				if len(vs) >= 2 && vs[len(vs)-2].x == px && vs[len(vs)-2].y == py {
 					vs = vs[:len(vs)-1]
 				}
+				hover[len(hover)-1] = hp
 			default:
 				vs = append(vs, vtx{px, vs[len(vs)-1].y}, vtx{px, py})
+				hover = append(hover, hp)
 			}
+		}
+		if len(hover) > MaxHoverPoints {
+			hover = hover[len(hover)-MaxHoverPoints:]
 		}
 		lastX := math.Round(x(now))
 		if end := vs[len(vs)-1]; end.x < lastX {
@@ -113,7 +129,8 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 		last := pts[len(pts)-1]
 		c.Lines = append(c.Lines, views.Polyline{
 			Name: ids[i], Color: colorOf(i), Points: b.String(),
-			LastX: f1(x(last.t)), LastY: f1(y(last.v)),
+			LastX: f1(x(last.t)), LastY: f1(y(last.v)), LastTitle: ids[i] + ": " + format(last.v) + " now",
+			Hover: hover,
 		})
 	}
 	c.Empty = len(c.Lines) == 0
@@ -133,22 +150,35 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 	return c
 }
 
-// chartSpan picks the charts' time span: the shortest of 5, 15, 30 and 60
-// minutes that covers the history, never more than window.
-func chartSpan(now time.Time, window time.Duration, ids []string, series map[string][]sample) time.Duration {
-	oldest := now
-	for _, id := range ids {
-		if s := series[id]; len(s) > 0 && s[0].at.Before(oldest) {
-			oldest = s[0].at
+// chartRanges are the time ranges the charts offer: 5 and 15 minutes,
+// 1 hour, and the whole window when it is longer; only those within the
+// window. The default is 1 hour (or the window when shorter).
+type chartRange struct {
+	views.ChartRange
+	span time.Duration
+}
+
+func chartRanges(window time.Duration) []chartRange {
+	var out []chartRange
+	for _, r := range []struct {
+		id, label string
+		d         time.Duration
+	}{{"5m", "5 min", 5 * time.Minute}, {"15m", "15 min", 15 * time.Minute}, {"1h", "1 hour", time.Hour}} {
+		if r.d <= window {
+			out = append(out, chartRange{views.ChartRange{ID: r.id, Label: r.label}, r.d})
 		}
 	}
-	age := now.Sub(oldest)
-	for _, span := range []time.Duration{5 * time.Minute, 15 * time.Minute, 30 * time.Minute, time.Hour} {
-		if age <= span && span <= window {
-			return span
+	if window > time.Hour || len(out) == 0 {
+		out = append(out, chartRange{views.ChartRange{ID: "all", Label: "all " + shortDuration(window)}, window})
+	}
+	def := len(out) - 1
+	for i, r := range out {
+		if r.ID == "1h" {
+			def = i
 		}
 	}
-	return window
+	out[def].Default = true
+	return out
 }
 
 // niceCeil rounds v up to 1, 2 or 5 × 10^k (at least 1).
@@ -167,3 +197,15 @@ func niceCeil(v float64) float64 {
 }
 
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// shortDuration renders 6h0m0s as "6h" and 90m as "1h30m".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}

@@ -330,14 +330,16 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 	vm.Instructions = instructionRows(now, ov.ProviderInstructions, ov.ReservationInstructions)
 
 	ids, series := hist.snapshot()
-	span := chartSpan(now, hist.window, ids, series)
-	vm.Charts = []views.Chart{
-		buildChart("reserved", "Chunks reserved per provider", "chunks", now, span, ids, series,
-			func(s sample) (float64, bool) { return s.reserved, true }),
-		buildChart("price", "Price per chunk", cur+" per hour", now, span, ids, series,
-			func(s sample) (float64, bool) { return s.price, s.hasPrice }),
-		buildChart("carbon", "Weighted carbon intensity", "gCO2eq/kWh", now, span, ids, series,
-			func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }),
+	for _, r := range chartRanges(hist.window) {
+		r.Charts = []views.Chart{
+			buildChart("reserved-"+r.ID, "Chunks reserved per provider", "chunks", now, r.span, ids, series,
+				func(s sample) (float64, bool) { return s.reserved, true }, func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " chunks" }),
+			buildChart("price-"+r.ID, "Price per chunk", cur+" per hour", now, r.span, ids, series,
+				func(s sample) (float64, bool) { return s.price, s.hasPrice }, func(v float64) string { return perHour(cur, v) }),
+			buildChart("carbon-"+r.ID, "Weighted carbon intensity", "gCO2eq/kWh", now, r.span, ids, series,
+				func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }, func(v float64) string { return fmt.Sprintf("%.0f g/kWh", v) }),
+		}
+		vm.Ranges = append(vm.Ranges, r.ChartRange)
 	}
 	for i, id := range ids {
 		vm.Legend = append(vm.Legend, views.LegendItem{Name: id, Color: colorOf(i)})

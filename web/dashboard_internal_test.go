@@ -3,6 +3,8 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -93,11 +95,22 @@ func TestBuildDashboard(t *testing.T) {
 	if vm.Reservations[0].ID != "live" || len(vm.Reservations[0].Timeline) != 2 || !vm.Reservations[0].Timeline[1].Current {
 		t.Fatalf("live reservations first with their timeline: %+v", vm.Reservations)
 	}
-	if len(vm.Charts) != 3 || len(vm.Charts[0].Lines) != 3 || len(vm.Charts[1].Lines) != 2 {
-		t.Fatalf("charts: %d, lines reserved %d, price %d (zeta is unpriced)", len(vm.Charts), len(vm.Charts[0].Lines), len(vm.Charts[1].Lines))
+	var ranges []string
+	for _, r := range vm.Ranges {
+		ranges = append(ranges, fmt.Sprintf("%s/%v", r.ID, r.Default))
 	}
-	if vm.Charts[0].XTicks[0].Label != "-5m" || vm.Charts[0].XTicks[5].Label != "now" {
-		t.Fatalf("a 2-minute history is charted over 5 minutes: %+v", vm.Charts[0].XTicks)
+	if strings.Join(ranges, " ") != "5m/false 15m/false 1h/true" {
+		t.Fatalf("ranges %v, want 5m, 15m and 1h (default) within the 1 h window", ranges)
+	}
+	five := vm.Ranges[0].Charts
+	if len(five) != 3 || len(five[0].Lines) != 3 || len(five[1].Lines) != 2 {
+		t.Fatalf("charts: %d, lines reserved %d, price %d (zeta is unpriced)", len(five), len(five[0].Lines), len(five[1].Lines))
+	}
+	if five[0].XTicks[0].Label != "-5m" || five[0].XTicks[5].Label != "now" || vm.Ranges[2].Charts[0].XTicks[0].Label != "-60m" {
+		t.Fatalf("the 5-minute range spans 5 minutes, the hour one 60: %+v", five[0].XTicks)
+	}
+	if h := five[1].Lines[0].Hover; len(h) == 0 || !strings.HasPrefix(h[0].Title, "alpha: 0.2500 EUR/h at ") {
+		t.Fatalf("hover points of alpha's price: %+v", h)
 	}
 }
 
@@ -121,7 +134,7 @@ func TestChartStepsAreCompact(t *testing.T) {
 		"flap": {{at: at(0), reserved: 1}, {at: at(150), reserved: 3}, {at: at(150).Add(100 * time.Millisecond), reserved: 1}},
 	}
 	c := buildChart("r", "r", "chunks", now, 5*time.Minute, []string{"flap", "flat", "step"}, series,
-		func(s sample) (float64, bool) { return s.reserved, true })
+		func(s sample) (float64, bool) { return s.reserved, true }, func(v float64) string { return fmt.Sprint(v) })
 	got := map[string]int{}
 	for _, l := range c.Lines {
 		got[l.Name] = len(strings.Fields(l.Points))
@@ -129,6 +142,48 @@ func TestChartStepsAreCompact(t *testing.T) {
 	if got["flat"] != 2 || got["step"] != 4 || got["flap"] != 2 {
 		t.Fatalf("vertices per line %v, want flat 2, step 4, flap 2", got)
 	}
+	for _, l := range c.Lines {
+		if l.Name == "step" && (len(l.Hover) != 2 || l.Hover[1].Title != "step: 2 at 07:57:30") {
+			t.Fatalf("hover points of step: %+v, want its two values with their times", l.Hover)
+		}
+	}
+}
+
+// TestPaletteHasNoGreenOrRed: a provider's colour must not suggest a clean
+// (green) or dirty/bad (red) grid.
+func TestPaletteHasNoGreenOrRed(t *testing.T) {
+	for _, c := range palette {
+		var r, g, b int
+		if _, err := fmt.Sscanf(c, "#%02x%02x%02x", &r, &g, &b); err != nil {
+			t.Fatal(err)
+		}
+		hue := hueOf(float64(r)/255, float64(g)/255, float64(b)/255)
+		if (hue >= 75 && hue <= 165) || hue <= 10 || hue >= 350 {
+			t.Errorf("%s has hue %.0f°: greens (75–165°) and reds (350–10°) are not used", c, hue)
+		}
+	}
+}
+
+func hueOf(r, g, b float64) float64 {
+	mx, mn := max(r, g, b), min(r, g, b)
+	d := mx - mn
+	if d == 0 {
+		return 200 // grey: neutral
+	}
+	var h float64
+	switch mx {
+	case r:
+		h = math.Mod((g-b)/d, 6)
+	case g:
+		h = (b-r)/d + 2
+	default:
+		h = (r-g)/d + 4
+	}
+	h *= 60
+	if h < 0 {
+		h += 360
+	}
+	return h
 }
 
 type flakySource struct {

@@ -39,9 +39,11 @@ type Dashboard struct {
 	Consumers    []ConsumerRow
 	Reservations []ReservationRow
 	Instructions []InstructionRow
-	Charts       []Chart
-	Legend       []LegendItem
-	Warnings     []string
+	// Ranges are the charts per time range (one is shown, picked by the
+	// range radios outside the live part).
+	Ranges   []ChartRange
+	Legend   []LegendItem
+	Warnings []string
 	// Why explains each consumer's placement (empty when the broker
 	// offers no explanations).
 	Why []Why
@@ -151,8 +153,23 @@ type Polyline struct {
 	Name   string
 	Color  string
 	Points string
-	// LastX/LastY mark the latest sample.
-	LastX, LastY string
+	// LastX/LastY mark the latest sample, LastTitle its value.
+	LastX, LastY, LastTitle string
+	// Hover are the points that show their value on hover.
+	Hover []HoverPoint
+}
+
+// HoverPoint is a point of a line with its value and time as a tooltip.
+type HoverPoint struct {
+	X, Y, Title string
+}
+
+// ChartRange is one time range the charts offer.
+type ChartRange struct {
+	ID      string
+	Label   string
+	Default bool
+	Charts  []Chart
 }
 
 // Tick is an axis label at a position.

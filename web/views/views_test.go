@@ -88,8 +88,9 @@ func checkPage(t *testing.T, doc *html.Node, csrf string) {
 		switch n.Data {
 		case "input", "select", "textarea":
 			if typ, _ := attr(n, "type"); typ == "hidden" || typ == "checkbox" || typ == "radio" {
-				if typ != "hidden" && (n.Parent == nil || n.Parent.Data != "label") {
-					t.Errorf("%s input not wrapped in a label", typ)
+				id, _ := attr(n, "id")
+				if typ != "hidden" && (n.Parent == nil || n.Parent.Data != "label") && !labels[id] {
+					t.Errorf("%s input neither wrapped in a label nor named by a <label for>", typ)
 				}
 				return
 			}
@@ -122,7 +123,12 @@ func TestDashboardLiveRenders(t *testing.T) {
 		Providers:    []ProviderRow{{ID: "paris", Price: "0.0520", Renewable: true, Health: "ok", HealthLabel: "available"}},
 		Consumers:    []ConsumerRow{{ID: "rome", Policy: "Price"}},
 		Reservations: []ReservationRow{{ID: "res-1", Phase: "Peered", Timeline: []Step{{Phase: "Pending"}, {Phase: "Peered", Current: true}}}},
-		Charts:       []Chart{{ID: "price", Title: "Price", Width: 420, Height: 180, Lines: []Polyline{{Name: "paris", Color: "#1f6feb", Points: "0,0 1,1"}}}},
+		Ranges: []ChartRange{{ID: "1h", Label: "1 hour", Default: true, Charts: []Chart{{ID: "price", Title: "Price", Width: 420, Height: 180,
+			Lines: []Polyline{{Name: "paris", Color: "#1f6feb", Points: "0,0 1,1", Hover: []HoverPoint{{X: "0", Y: "0", Title: "paris: 0.0520 EUR/h at 08:00:00"}}}}}}}},
+		Why: []Why{{Consumer: "rome", Policy: "Policy Price", Metric: "Cost per chunk", Types: []WhyType{{Type: "standard", Summary: "paris wins",
+			Rows: []WhyRow{{Rank: "1", Provider: "paris", Metric: "0.0520 EUR/h", Outcome: "winner", Class: "ok"}}}}}},
+		Events: []EventRow{{At: "08:00:00", Kind: "reservation Released", Consumer: "rome", Provider: "paris", Subject: "res-0"}},
+		Totals: []TotalsRow{{Consumer: "federation", Federation: true, Rate: "0.0520 EUR/h"}},
 	}
 	doc := render(t, DashboardPage(Page{Title: "t", Heading: "Dashboard", WSPath: "/ws"}, d))
 	checkPage(t, doc, "")
@@ -137,6 +143,12 @@ func TestDashboardLiveRenders(t *testing.T) {
 	}
 	if byTestID(doc, "chart-price") == nil {
 		t.Fatal("chart not rendered")
+	}
+	if !strings.Contains(text(byTestID(doc, "chart-price")), "paris: 0.0520 EUR/h at 08:00:00") {
+		t.Fatal("hover value not rendered")
+	}
+	if !strings.Contains(text(byTestID(doc, "why-rome-standard")), "0.0520 EUR/h") || byTestID(doc, "events") == nil || text(byTestID(doc, "spend-federation")) != "0.0520 EUR/h" {
+		t.Fatal("why, events or totals not rendered")
 	}
 	// The live fragment is one element with an id the client swaps.
 	frag := render(t, DashboardLive(d))
