@@ -334,8 +334,14 @@ func TestBrowser(t *testing.T) {
 		u.screenshot(pc, "provider-console-loans.png")
 		for _, mid := range mids {
 			u.ok(consumer.Locator(fmt.Sprintf("[data-testid=consumer-reservations] tr[data-reservation=%q] button.danger", mid)).Click(), "release a manual reservation")
-			u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] .timeline li.cur", mid))).ToContainText("Released"), "dashboard timeline ends Released")
+			expectReleasedEvent(u, dash, mid)
 		}
+		expectWhyTruth(u, tg, dash, consumer)
+		expectTotalsTruth(u, tg, dash)
+		expectEventsTruth(u, tg, dash, other)
+		expectChartRanges(u, dash)
+		u.screenshot(dash, "dashboard-why.png")
+		u.screenshot(consumer, "consumer-why.png")
 		shown = expectProviderConsoleTruth(u, tg, pc, other)
 		for _, mid := range mids {
 			if slices.ContainsFunc(shown.Loans, func(l string) bool { return strings.HasPrefix(l, mid+"|") }) {
@@ -408,7 +414,7 @@ func TestBrowser(t *testing.T) {
 		relID, err := relRow.GetAttribute("data-reservation")
 		u.ok(err, "id of the reservation to release")
 		u.ok(relRow.Locator("button.danger").Click(), "release")
-		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] .timeline li.cur", relID))).ToContainText("Released"), "release reaches the dashboard")
+		expectReleasedEvent(u, dash, relID)
 	})
 }
 

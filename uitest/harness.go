@@ -76,6 +76,33 @@ func (t *Target) BrokerOverview(ctx context.Context) (api.Overview, error) {
 	return ov, nil
 }
 
+// BrokerExplanations reads every consumer's placement explanation through
+// the dashboard listener's GET /api/v1/placement/explanations; ok is false
+// when the target has no such route (the fake federation).
+func (t *Target) BrokerExplanations(ctx context.Context) (list []api.PlacementExplanation, ok bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, t.DashboardURL+"/api/v1/placement/explanations", nil)
+	if err != nil {
+		return nil, false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading the broker's explanations: %w", err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return nil, false, nil
+	default:
+		return nil, false, fmt.Errorf("reading the broker's explanations: %s", resp.Status)
+	}
+	var out api.PlacementExplanationList
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return nil, false, fmt.Errorf("decoding the broker's explanations: %w", err)
+	}
+	return out.Explanations, true, nil
+}
+
 // Console is one console's address and login token.
 type Console struct {
 	URL   string

@@ -1,0 +1,244 @@
+package uitest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/playwright-community/playwright-go"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web"
+)
+
+// expectReleasedEvent: a released reservation leaves the dashboard's
+// reservations table and appears in the events log.
+func expectReleasedEvent(u *ui, dash playwright.Page, id string) {
+	u.t.Helper()
+	u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=events] tr[data-subject=%q][data-kind=%q]", id, "reservation Released"))).ToHaveCount(1), "the release of "+id+" is in the events log")
+	u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q]", id))).ToHaveCount(0), id+" left the live reservations")
+}
+
+// readWhy returns the rows of one explanation table as
+// "provider|outcome" and the summary sentence.
+const readWhy = `(args) => {
+	const [testid, summary] = args;
+	const rows = [];
+	document.querySelectorAll('[data-testid="' + testid + '"] tbody tr[data-provider]').forEach((tr) => {
+		rows.push(tr.dataset.provider + '|' + tr.dataset.outcome + '|' + tr.querySelector('[data-testid=why-metric]').textContent.trim());
+	});
+	const s = document.querySelector('[data-testid="' + summary + '"]');
+	return JSON.stringify({rows: rows, summary: s ? s.textContent.trim() : ''});
+}`
+
+type whyShown struct {
+	Rows    []string `json:"rows"`
+	Summary string   `json:"summary"`
+}
+
+// whyProblem compares an explanation table with the broker's explanation
+// (at most max candidates shown).
+func whyProblem(u *ui, p playwright.Page, where string, ex api.PlacementExplanation, max int) string {
+	for _, te := range ex.ChunkTypes {
+		raw, err := p.Evaluate(readWhy, []string{"why-" + ex.ConsumerClusterID + "-" + string(te.ChunkType), "why-summary-" + ex.ConsumerClusterID + "-" + string(te.ChunkType)})
+		u.ok(err, "read the explanation on "+where)
+		var got whyShown
+		u.ok(json.Unmarshal([]byte(raw.(string)), &got), "decode the explanation")
+		var want []string
+		for i, c := range te.Candidates {
+			if i == max {
+				break
+			}
+			want = append(want, c.ProviderClusterID+"|"+string(c.Outcome))
+		}
+		var gotPO []string
+		for _, r := range got.Rows {
+			parts := strings.SplitN(r, "|", 3)
+			gotPO = append(gotPO, parts[0]+"|"+parts[1])
+			if ex.Metric == api.MetricCost && parts[2] != "unpriced" && !strings.HasSuffix(parts[2], " EUR/h") {
+				return fmt.Sprintf("%s: %s's cost reads %q, not money per hour", where, parts[0], parts[2])
+			}
+		}
+		if strings.Join(gotPO, " ") != strings.Join(want, " ") {
+			return fmt.Sprintf("%s, %s chunks: shows %v, the broker explains %v", where, te.ChunkType, gotPO, want)
+		}
+		switch {
+		case te.BlockedBy != "" && !strings.Contains(got.Summary, te.BlockedBy):
+			return fmt.Sprintf("%s: summary %q does not name the blocking %s", where, got.Summary, te.BlockedBy)
+		case len(te.Winners) > 0 && !strings.Contains(got.Summary, te.Winners[0]):
+			return fmt.Sprintf("%s: summary %q does not name the winner %s", where, got.Summary, te.Winners[0])
+		case te.RunnerUp != "" && !strings.Contains(got.Summary, "Runner-up "+te.RunnerUp):
+			return fmt.Sprintf("%s: summary %q does not name the runner-up %s", where, got.Summary, te.RunnerUp)
+		}
+	}
+	return ""
+}
+
+// expectWhyTruth: the dashboard's "Why this provider" (opened) and the
+// consumer console's show the broker's explanation of each consumer: the
+// same candidates in the same order with the same outcomes, the winner and
+// the runner-up; the console without the providers that do not share with
+// it, and the winner is the provider the consumer grows on.
+func expectWhyTruth(u *ui, tg *Target, dash, consumer playwright.Page) {
+	u.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, ok, err := tg.BrokerExplanations(ctx)
+	cancel()
+	u.ok(err, "read the broker's explanations")
+	if !ok {
+		u.t.Log("the target serves no explanations (fake federation): why-this-provider checks skipped")
+		return
+	}
+	ov, err := tg.BrokerOverview(context.Background())
+	u.ok(err, "read the broker's state")
+	for _, c := range ov.Consumers {
+		sum := dash.Locator(fmt.Sprintf("[data-testid=%q] summary", "why-details-"+c.ClusterID))
+		u.ok(sum.Click(), "open the explanation of "+c.ClusterID)
+		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=%q]", "why-details-"+c.ClusterID))).ToHaveAttribute("open", ""), "explanation open")
+	}
+	pollTruth(u, tg, "why this provider", func(ov api.Overview) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		exs, _, err := tg.BrokerExplanations(ctx)
+		cancel()
+		u.ok(err, "read the broker's explanations")
+		if len(exs) == 0 {
+			return "the broker explains no consumer"
+		}
+		for _, ex := range exs {
+			if p := whyProblem(u, dash, "the dashboard", ex, web.DashboardWhyRows); p != "" {
+				return p
+			}
+			if p := whyProblem(u, consumer, "the consumer console", ex.ForConsumer(), web.ConsoleWhyRows); p != "" {
+				return p
+			}
+			for _, c := range ov.Consumers {
+				for _, te := range ex.ChunkTypes {
+					if c.ClusterID == ex.ConsumerClusterID && te.ChunkType == api.ChunkStandard && c.ChosenProvider != "" &&
+						!slices.Contains(te.Winners, c.ChosenProvider) {
+						return fmt.Sprintf("%s grows on %s but the explanation's winners are %v", c.ClusterID, c.ChosenProvider, te.Winners)
+					}
+				}
+			}
+		}
+		// Opened explanations stay open across live updates.
+		open, err := dash.Locator("details[data-testid^=why-details-][open]").Count()
+		u.ok(err, "count open explanations")
+		if open != len(ov.Consumers) {
+			return fmt.Sprintf("%d of %d opened explanations are still open after updates", open, len(ov.Consumers))
+		}
+		return ""
+	})
+}
+
+// expectTotalsTruth: each consumer's spend and carbon per hour are the
+// broker's, the federation's their sum.
+func expectTotalsTruth(u *ui, tg *Target, dash playwright.Page) {
+	u.t.Helper()
+	pollTruth(u, tg, "spend and carbon", func(ov api.Overview) string {
+		var fed, fedCO2 float64
+		for _, c := range ov.Consumers {
+			s := c.Spend
+			if s == nil {
+				return c.ClusterID + " has no spend at the broker"
+			}
+			want := fmt.Sprintf("%.4f EUR/h", s.CostPerHour)
+			if s.UnpricedChunks > 0 {
+				want += fmt.Sprintf(" + %d unpriced", s.UnpricedChunks)
+			}
+			if got := cellText(u, dash, "spend-"+c.ClusterID); got != want {
+				return fmt.Sprintf("%s spends %q on the dashboard, %q at the broker", c.ClusterID, got, want)
+			}
+			wantCO2 := fmt.Sprintf("%.1f g/h", s.CarbonPerHour)
+			if got := cellText(u, dash, "carbon-"+c.ClusterID); !strings.HasPrefix(got, wantCO2) {
+				return fmt.Sprintf("%s emits %q on the dashboard, %q at the broker", c.ClusterID, got, wantCO2)
+			}
+			if today := cellText(u, dash, "today-"+c.ClusterID); !strings.HasSuffix(today, " EUR") {
+				return fmt.Sprintf("%s spent %q today: not money", c.ClusterID, today)
+			}
+			fed += s.CostPerHour
+			fedCO2 += s.CarbonPerHour
+		}
+		if got, want := cellText(u, dash, "spend-federation"), fmt.Sprintf("%.4f EUR/h", fed); !strings.HasPrefix(got, want) {
+			return fmt.Sprintf("the federation spends %q on the dashboard, Σ at the broker %q", got, want)
+		}
+		if got, want := cellText(u, dash, "carbon-federation"), fmt.Sprintf("%.1f g/h", fedCO2); !strings.HasPrefix(got, want) {
+			return fmt.Sprintf("the federation emits %q on the dashboard, Σ at the broker %q", got, want)
+		}
+		return ""
+	})
+}
+
+// expectEventsTruth: every reservation the broker holds as ended is in the
+// events log, the instructions in flight are only the broker's un-enforced
+// ones, and the provider filter hides every other provider's events.
+func expectEventsTruth(u *ui, tg *Target, dash playwright.Page, provider string) {
+	u.t.Helper()
+	pollTruth(u, tg, "events and instructions in flight", func(ov api.Overview) string {
+		for _, r := range ov.Reservations {
+			sel := fmt.Sprintf("[data-testid=events] tr[data-subject=%q][data-kind=%q]", r.ReservationID, "reservation "+string(r.Status))
+			n, err := dash.Locator(sel).Count()
+			u.ok(err, "count events")
+			if r.Status.Terminal() && n != 1 {
+				return fmt.Sprintf("the ended reservation %s (%s) is not in the events log", r.ReservationID, r.Status)
+			}
+			live, err := dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q]", r.ReservationID)).Count()
+			u.ok(err, "count reservations")
+			if r.Status.Terminal() == (live == 1) {
+				return fmt.Sprintf("reservation %s (%s) is listed %d time(s) among the live ones", r.ReservationID, r.Status, live)
+			}
+		}
+		inFlight := 0
+		for _, l := range [][]api.OverviewInstruction{ov.ProviderInstructions, ov.ReservationInstructions} {
+			for _, in := range l {
+				if !in.Enforced {
+					inFlight++
+				}
+			}
+		}
+		rows, err := dash.Locator("[data-testid=instructions] tbody tr:not(:has(td.empty))").Count()
+		u.ok(err, "count instructions")
+		if rows != inFlight {
+			return fmt.Sprintf("%d instructions listed in flight, the broker has %d un-enforced", rows, inFlight)
+		}
+		return ""
+	})
+	u.ok(dash.Locator("#ev-provider").Fill(provider), "filter the events by provider")
+	hidden, err := dash.Evaluate(`(p) => {
+		const rows = [...document.querySelectorAll('[data-testid=events] tr[data-filterable]')];
+		return JSON.stringify({shown: rows.filter(r => !r.hidden).map(r => r.dataset.provider), all: rows.length});
+	}`, provider)
+	u.ok(err, "read the filtered events")
+	var got struct {
+		Shown []string `json:"shown"`
+		All   int      `json:"all"`
+	}
+	u.ok(json.Unmarshal([]byte(hidden.(string)), &got), "decode the filtered events")
+	if len(got.Shown) == 0 {
+		u.t.Fatalf("filtering the events by %s shows none of %d", provider, got.All)
+	}
+	for _, p := range got.Shown {
+		if p != provider {
+			u.t.Fatalf("filtering the events by %s still shows an event of %q", provider, p)
+		}
+	}
+	u.ok(dash.Locator("#ev-provider").Fill(""), "clear the filter")
+}
+
+// expectChartRanges: the range labels switch the charts shown, and a
+// line's points carry their values for hover.
+func expectChartRanges(u *ui, dash playwright.Page) {
+	u.t.Helper()
+	u.ok(dash.Locator("[data-testid=range-5m]").Click(), "pick 5 minutes")
+	u.ok(u.expect.Locator(dash.Locator("[data-testid=charts-5m]")).ToBeVisible(), "5-minute charts shown")
+	u.ok(u.expect.Locator(dash.Locator("[data-testid=charts-1h]")).ToBeHidden(), "1-hour charts hidden")
+	u.ok(dash.Locator("[data-testid=range-1h]").Click(), "pick 1 hour")
+	u.ok(u.expect.Locator(dash.Locator("[data-testid=charts-1h]")).ToBeVisible(), "1-hour charts shown")
+	titles, err := dash.Locator("[data-testid=chart-price-1h] circle.hover title").AllTextContents()
+	u.ok(err, "read the hover values")
+	if len(titles) == 0 || !strings.Contains(titles[0], " EUR/h at ") {
+		u.t.Fatalf("price chart hover values %v, want \"<provider>: <price> EUR/h at <time>\"", titles)
+	}
+}
