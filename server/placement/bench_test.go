@@ -154,3 +154,29 @@ func BenchmarkSetUsage(b *testing.B) {
 	}
 	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(n), "cpu-ns/op")
 }
+
+// BenchmarkExplain: one consumer's explanation (every provider read and
+// ranked, the Standard choice beside it), and the cheap Spend, over 100
+// and 1 000 providers (mixed policies). The dashboard pays Explain once per
+// consumer per change while watched; nothing on the agents' paths does.
+func BenchmarkExplain(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		ix, consumers := benchFederation(b, n, "")
+		b.Run(fmt.Sprintf("providers=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			k := 0
+			for i := 0; b.Loop(); i++ {
+				_ = ix.Explain(consumers[i%len(consumers)], nil)
+				k++
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(k), "cpu-ns/op")
+		})
+		b.Run(fmt.Sprintf("spend/providers=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				_ = ix.Spend(consumers[i%len(consumers)])
+			}
+		})
+	}
+}
