@@ -136,7 +136,7 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 	c.Empty = len(c.Lines) == 0
 	for _, frac := range []float64{0, 0.5, 1} {
 		v := top * frac
-		c.YTicks = append(c.YTicks, views.Tick{Pos: f1(y(v)), Label: strconv.FormatFloat(v, 'g', chartValueLabelDigits, 64)})
+		c.YTicks = append(c.YTicks, views.Tick{Pos: f1(y(v)), Label: tickLabel(v)})
 	}
 	const xTicks = 5
 	for i := 0; i <= xTicks; i++ {
@@ -194,6 +194,15 @@ func niceCeil(v float64) float64 {
 		}
 	}
 	return 10 * base
+}
+
+// tickLabel renders an axis value with at most three significant digits
+// and no exponent below a million (1000, not 1e+03).
+func tickLabel(v float64) string {
+	if v >= 1000 && v < 1e6 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'g', chartValueLabelDigits, 64)
 }
 
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }

@@ -114,6 +114,14 @@ func TestBuildDashboard(t *testing.T) {
 	}
 }
 
+func TestTickLabel(t *testing.T) {
+	for in, want := range map[float64]string{0: "0", 0.05: "0.05", 500: "500", 1000: "1000", 5000: "5000", 2e6: "2e+06"} {
+		if got := tickLabel(in); got != want {
+			t.Errorf("tickLabel(%v) = %q, want %q", in, got, want)
+		}
+	}
+}
+
 func TestNiceCeil(t *testing.T) {
 	for in, want := range map[float64]float64{0: 1, 0.116: 0.2, 3: 5, 320: 500, 1000: 1000, 7: 10} {
 		if got := niceCeil(in); got < want*0.999 || got > want*1.001 {
