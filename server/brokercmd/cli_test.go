@@ -47,6 +47,8 @@ func TestBadFlags(t *testing.T) {
 		{"short token", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--dashboard-token", "short"}, "--dashboard-token is 5 characters"},
 		{"zero rps", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--rate-limit-rps", "0"}, "--rate-limit-rps must be > 0"},
 		{"negative release burst", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--rate-limit-release-burst", "-1"}, "--rate-limit-release-burst must be >= 0"},
+		{"negative chunk watts", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--chunk-watts-gpu", "-1"}, "--chunk-watts-gpu must be between 0 and 100000 watts"},
+		{"short history window", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--history-window", "1m"}, "--history-window must be between 5m0s and 168h0m0s"},
 		{"bad chunk config", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--chunk-config", filepath.Join(empty, "missing.yaml")}, "--chunk-config"},
 		{"env fallback", []string{"FA_PKI_DIR=" + empty}, []string{"broker", "--data-dir", empty}, "run `federation-autoscaler pki init --dir " + empty},
 		{"env bad value", []string{"FA_RATE_LIMIT_BURST=many"}, []string{"broker"}, "FA_RATE_LIMIT_BURST"},
