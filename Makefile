@@ -52,8 +52,10 @@ bench:
 flake-hunt:
 	./.ci/flake-hunt
 
+# Flags for the demo: make demo DEMO_FLAGS="--providers 5 --workload".
+DEMO_FLAGS ?=
 demo: build
-	./$(BIN) demo
+	./$(BIN) demo $(DEMO_FLAGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '_templ.go$$')

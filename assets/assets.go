@@ -1,6 +1,6 @@
-// Package assets embeds the web consoles' static files: the stylesheet and
-// the small websocket client. Nothing is fetched from a CDN and there is no
-// front-end build step: the files are served as written.
+// Package assets embeds the web consoles' static files: the stylesheet, the
+// small websocket client and the favicon. Nothing is fetched from a CDN and
+// there is no front-end build step: the files are served as written.
 package assets
 
 import (
@@ -11,7 +11,7 @@ import (
 //go:embed static
 var static embed.FS
 
-// FS returns the static files (app.css, live.js) at its root.
+// FS returns the static files (app.css, live.js, favicon.svg) at its root.
 func FS() fs.FS {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {

@@ -255,7 +255,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	consumer := newPage(u, b)
-	t.Run("consumer Price policy and workload get a Running virtual node", func(t *testing.T) {
+	t.Run("consumer Price policy and workload get a Ready virtual node", func(t *testing.T) {
 		u := u.with(t)
 		login(u, consumer, tg.Consumer)
 		u.ok(consumer.Locator("[data-testid=policy-Price]").Check(), "pick Price")
@@ -280,8 +280,8 @@ func TestBrowser(t *testing.T) {
 		if tg.CheapestProvider != "" && cheap != tg.CheapestProvider {
 			t.Fatalf("the Price policy reserved on %s, want the cheapest provider %s", cheap, tg.CheapestProvider)
 		}
-		u.ok(scaleUp.Locator(consumer.Locator("[data-testid=nodes] tbody tr[data-node] .badge").First()).ToHaveText("Running"), "virtual node Running (pushed)")
-		t.Logf("virtual node Running %v after the workload switch", time.Since(start))
+		u.ok(scaleUp.Locator(consumer.Locator("[data-testid=nodes] tbody tr[data-node] .badge").First()).ToHaveText("Ready"), "virtual node Ready (pushed)")
+		t.Logf("virtual node Ready %v after the workload switch", time.Since(start))
 		dashRow := dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q]", id))
 		u.ok(u.expect.Locator(dashRow.Locator(".timeline li")).ToContainText([]string{"Pending", "Peered"}), "dashboard timeline")
 		u.ok(u.expect.Locator(dashRow.Locator(".timeline li.cur")).ToContainText("Peered"), "timeline ends Peered")

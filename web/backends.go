@@ -111,7 +111,8 @@ type VirtualNode struct {
 	Name              string
 	ReservationID     string
 	ProviderClusterID string
-	// State is Pending, Running, NotReady or Terminating.
+	// State is Pending, Ready, NotReady or Terminating (a node's words: a
+	// virtual node is Ready, not Running).
 	State string
 	Since time.Time
 }

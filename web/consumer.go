@@ -477,7 +477,7 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 	for _, n := range nodes {
 		cls := "warn"
 		switch n.State {
-		case "Running":
+		case "Ready":
 			cls = "ok"
 		case "NotReady":
 			cls = "bad"

@@ -408,7 +408,7 @@ func (c *Consumer) virtualNodes(vns []localapi.VirtualNode) []web.VirtualNode {
 func state(p localapi.Phase) string {
 	switch p {
 	case localapi.PhaseRunning:
-		return "Running"
+		return "Ready"
 	case localapi.PhaseDeleting:
 		return "Terminating"
 	case localapi.PhaseFailed:

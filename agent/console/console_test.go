@@ -190,7 +190,7 @@ func TestConsumer(t *testing.T) {
 	if len(st.NodeGroups) != 3 {
 		t.Errorf("%d node groups, want every group (3)", len(st.NodeGroups))
 	}
-	if len(st.VirtualNodes) != 1 || st.VirtualNodes[0].State != "Running" {
+	if len(st.VirtualNodes) != 1 || st.VirtualNodes[0].State != "Ready" {
 		t.Errorf("virtual nodes %+v", st.VirtualNodes)
 	}
 	manual := 0

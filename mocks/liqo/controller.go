@@ -221,7 +221,20 @@ type reconciler struct {
 //  3. not accepted, or no virtual node asked for → remove them;
 //  4. accepted less than NodeDelay ago → come back later;
 //  5. ensure the VirtualNode and the Ready Node.
+//
+// A benign conflict (an object created by an earlier pass that the cache
+// had not seen yet, an update on a stale resourceVersion) is retried at
+// once and logged at debug: it is how controllers work, not an error.
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if err != nil && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
+		r.log.DebugContext(ctx, "Benign conflict; reconciling again", "slice", req.String(), "err", err)
+		return reconcile.Result{Requeue: true}, nil
+	}
+	return res, err
+}
+
+func (r *reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	rs := &authv1beta1.ResourceSlice{}
 	err := r.c.Get(ctx, req.NamespacedName, rs)
 	if apierrors.IsNotFound(err) || (err == nil && rs.DeletionTimestamp != nil) {

@@ -109,7 +109,7 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.StringVar(&o.PKIDir, "pki-dir", "", "directory with ca.crt, broker.crt and broker.key (made by 'pki init') (required)")
 	f.StringVar(&o.DataDir, "data-dir", "", "directory of the broker's database (created if missing) (required)")
 	f.StringVar(&o.Listen, "listen", ":8443", "address of the Broker API (mTLS)")
-	f.StringVar(&o.DashboardListen, "dashboard-listen", ":9444", "address of the dashboard listener (plain HTTP: health, readiness, metrics, overview, dashboard); empty disables it")
+	f.StringVar(&o.DashboardListen, "dashboard-listen", DefaultDashboardListen, "address of the dashboard listener (plain HTTP: health, readiness, metrics, overview, dashboard); loopback by default, e.g. :9444 for every interface (then set --dashboard-token); empty disables it")
 	f.BoolVar(&o.AllowLegacyCerts, "allow-legacy-certs", false, "accept client certificates without a role (the reference broker's) for both roles")
 	f.DurationVar(&o.ReservationLease, "reservation-lease", reservations.DefaultReservationLease, "a reservation whose consumer has not sent a heartbeat for this long expires")
 	f.DurationVar(&o.ProviderStaleAfter, "provider-stale-after", reservations.DefaultProviderStaleAfter, "a provider without an advertisement for this long becomes unavailable")
@@ -207,6 +207,19 @@ func (o *Options) chunkWatts() map[api.ChunkType]float64 {
 		w[api.ChunkGPU] = o.ChunkWattsGPU
 	}
 	return w
+}
+
+// DefaultDashboardListen is the dashboard listener's default address:
+// loopback, because without --dashboard-token the dashboard shows the whole
+// federation to whoever reaches it. A deployment that needs it on the
+// network (kubelet probes, a Service) passes --dashboard-listen :9444.
+const DefaultDashboardListen = "127.0.0.1:9444"
+
+// isLoopback reports whether addr is a loopback address (an unspecified
+// address, ":9444", listens on every interface and is not).
+func isLoopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // listeners is how many listeners the broker opens.
@@ -403,6 +416,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		})
 		go serve("dashboard", dashApp, dashLn)
 		log.Info("Dashboard listening (HTTP)", "addr", dashLn.Addr().String(), "tokenRequired", o.DashboardToken != "")
+		if o.DashboardToken == "" && !isLoopback(dashLn.Addr()) {
+			log.Warn("THE DASHBOARD IS OPEN TO THE NETWORK WITHOUT A TOKEN: anyone who reaches "+dashLn.Addr().String()+
+				" sees every provider, consumer, price and reservation; set --dashboard-token, or bind it to loopback (--dashboard-listen 127.0.0.1:9444)",
+				"addr", dashLn.Addr().String())
+		}
 	}
 
 	var runErr error

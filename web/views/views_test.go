@@ -189,12 +189,12 @@ func TestConsumerPageRenders(t *testing.T) {
 		Reserve:  ReserveForm{Providers: []Option{{Value: "paris", Label: "paris"}}, ChunkTypes: []Option{{Value: "standard", Label: "standard"}}, Count: "1"},
 		Status: ConsumerStatus{
 			Reservations: []ConsumerReservationRow{{ID: "res-1", Releasable: true, Phase: "Peered"}},
-			Nodes:        []NodeRow{{Name: "vk-1", State: "Running", StateClass: "ok"}},
+			Nodes:        []NodeRow{{Name: "vk-1", State: "Ready", StateClass: "ok"}},
 		},
 	}
 	doc := render(t, ConsumerPage(Page{Heading: "Consumer console", CSRF: "tok", LoggedIn: true, WSPath: "/ws"}, v))
 	checkPage(t, doc, "tok")
-	if !strings.Contains(text(byTestID(doc, "nodes")), "Running") {
+	if !strings.Contains(text(byTestID(doc, "nodes")), "Ready") {
 		t.Fatal("virtual node state missing")
 	}
 	// Broadcast fragments carry an empty CSRF value that live.js fills in.

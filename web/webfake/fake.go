@@ -483,7 +483,7 @@ func (b *consumerBackend) Status(ctx context.Context) (web.ConsumerStatus, error
 			}
 			switch r.Status {
 			case api.PhasePeered:
-				n.State, n.Since = "Running", r.ActivatedAt.Time
+				n.State, n.Since = "Ready", r.ActivatedAt.Time
 			case api.PhaseUnpeering:
 				n.State = "Terminating"
 			}

@@ -40,7 +40,7 @@ func TestWorkloadLifecycle(t *testing.T) {
 	for f.Step() {
 	}
 	st, _ = c.Status(ctx)
-	if st.Reservations[0].Phase != api.PhasePeered || len(st.VirtualNodes) != 3 || st.VirtualNodes[0].State != "Running" {
+	if st.Reservations[0].Phase != api.PhasePeered || len(st.VirtualNodes) != 3 || st.VirtualNodes[0].State != "Ready" {
 		t.Fatalf("after stepping: %+v %+v", st.Reservations, st.VirtualNodes)
 	}
 	w, _ := c.Workload(ctx)
