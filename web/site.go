@@ -24,6 +24,10 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/web/views"
 )
 
+// SessionEndedMessage is what the login page says when the browser's
+// session ended.
+const SessionEndedMessage = "Your session has ended: the console restarted, the session expired (after 12 hours) or you logged out in another tab. Log in again to go back to where you were; a form you had not sent yet is filled in again."
+
 // productName ends every page title.
 const productName = "Federation Autoscaler"
 
@@ -132,6 +136,10 @@ func (s *site) page(c *fiber.Ctx, heading, who string, withWS bool) views.Page {
 	p := views.Page{Title: heading + " · " + s.title, Heading: heading, Who: who, Base: s.prefix}
 	if withWS {
 		p.WSPath = s.path("/ws")
+		p.SessionPath = s.path("/session")
+		if s.authn != nil {
+			p.LoginPath = s.path("/login")
+		}
 	}
 	if sess, ok := auth.SessionOf(c); ok {
 		p.CSRF = sess.CSRF
@@ -147,23 +155,57 @@ func (s *site) mountCommon(app *fiber.App) (protect fiber.Handler) {
 	app.Get(s.path("/static/:name"), hdr, s.static)
 	protect = func(c *fiber.Ctx) error { return c.Next() }
 	wsProtect := protect
+	wsOpts := s.wsOpts
 	if s.authn != nil {
 		protect = s.authn.Require(func(c *fiber.Ctx) error {
 			next := string(c.Request().URI().RequestURI())
 			if c.Method() != fiber.MethodGet {
 				next = s.path("/") // a form cannot be replayed after the login
 			}
-			return c.Redirect(s.path("/login")+"?next="+url.QueryEscape(next), fiber.StatusSeeOther)
+			return c.Redirect(s.loginURL(next, s.authn.Stale(c)), fiber.StatusSeeOther)
 		})
 		wsProtect = s.authn.Require(func(c *fiber.Ctx) error {
 			return fiber.NewError(fiber.StatusUnauthorized, "log in first")
 		})
+		wsOpts.Clock = s.clock
+		wsOpts.End = func(c *fiber.Ctx) (<-chan struct{}, time.Time) {
+			sess, _ := auth.SessionOf(c)
+			return sess.Ended(), sess.Expires
+		}
 		app.Get(s.path("/login"), hdr, s.loginForm)
 		app.Post(s.path("/login"), hdr, s.login)
 		app.Post(s.path("/logout"), hdr, protect, s.logout)
 	}
-	app.Get(s.path("/ws"), wsProtect, live.Handler(s.life, s.hub, s.wsOpts))
+	app.Get(s.path("/session"), hdr, s.session)
+	app.Get(s.path("/ws"), wsProtect, live.Handler(s.life, s.hub, wsOpts))
 	return protect
+}
+
+// loginURL is the login page that returns to next (a local path) after the
+// login; ended says that the browser's session ended (the page says so).
+func (s *site) loginURL(next string, ended bool) string {
+	u := s.path("/login") + "?next=" + url.QueryEscape(auth.SafeNext(next))
+	if ended {
+		u += "&ended=1"
+	}
+	return u
+}
+
+// session answers whether the browser's login session is alive: 204 when
+// it is (or the site has no login), 401 when it ended or never began. The
+// pages' script asks before it reconnects its websocket and before it
+// sends a form, so that an ended session is explained instead of showing
+// stale state as live or landing a form on the login page.
+func (s *site) session(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	if s.authn == nil {
+		return c.SendStatus(fiber.StatusNoContent)
+	}
+	if _, ok := s.authn.Current(c); !ok {
+		c.Set(fiber.HeaderContentType, fiber.MIMETextPlainCharsetUTF8)
+		return c.Status(fiber.StatusUnauthorized).SendString("session ended: log in again")
+	}
+	return c.SendStatus(fiber.StatusNoContent)
 }
 
 // route registers a page or form handler behind the security headers and
@@ -191,10 +233,11 @@ func (s *site) loginForm(c *fiber.Ctx) error {
 	if _, ok := s.authn.Current(c); ok {
 		return c.Redirect(auth.SafeNext(c.Query("next")), fiber.StatusSeeOther)
 	}
-	return s.renderPage(c, fiber.StatusOK, views.LoginPage(s.page(c, "Log in", "", false), views.Login{
-		Next: auth.SafeNext(c.Query("next")),
-		Hint: s.loginHint,
-	}))
+	l := views.Login{Next: auth.SafeNext(c.Query("next")), Hint: s.loginHint}
+	if c.Query("ended") != "" || s.authn.Stale(c) {
+		l.Ended = SessionEndedMessage
+	}
+	return s.renderPage(c, fiber.StatusOK, views.LoginPage(s.page(c, "Log in", "", false), l))
 }
 
 // login checks the login form. Failed attempts are throttled per client

@@ -3,18 +3,76 @@
 // of a message that has an id replaces the element with the same id. No JSON,
 // no client-side templating. Reconnects with exponential backoff and shows
 // the connection state in #conn-state.
+//
+// Sessions that end are explained, not shown as live: the server closes the
+// socket with code 4001 at a logout or expiry, and before every reconnect
+// and every form the script asks GET <data-session> (204 alive, 401 ended).
+// An ended session stops the updates, says so (#session-ended) and links to
+// the login page, which returns here; a form sent after the end is kept in
+// sessionStorage and filled in again after the login (never re-sent).
 (function () {
   'use strict';
-  var path = document.body.getAttribute('data-ws');
+  var body = document.body;
+  var path = body.getAttribute('data-ws');
+  var sessionPath = body.getAttribute('data-session');
+  var loginPath = body.getAttribute('data-login');
   var state = document.getElementById('conn-state');
-  if (!path || !state) { return; }
   var csrfMeta = document.querySelector('meta[name="csrf-token"]');
   var csrf = csrfMeta ? csrfMeta.getAttribute('content') : '';
   var minDelay = 500, maxDelay = 10000, delay = minDelay;
+  var ended = false, lastUpdate = new Date();
+  var resumeKey = 'fa-resume';
+  var SESSION_ENDED = 4001;
+
+  function clock(d) {
+    return d.toTimeString().slice(0, 8);
+  }
 
   function setState(s, text) {
+    if (!state) { return; }
     state.setAttribute('data-state', s);
     state.textContent = text;
+  }
+
+  function notice(kind, text) {
+    var n = document.getElementById('client-notice');
+    if (!n) { return; }
+    n.className = 'alert ' + kind;
+    n.setAttribute('role', kind === 'error' ? 'alert' : 'status');
+    n.textContent = text;
+    n.hidden = false;
+  }
+
+  // here is the page to come back to after a login (a same-origin path).
+  function here() {
+    return location.pathname + location.search;
+  }
+
+  function loginURL() {
+    return loginPath + '?next=' + encodeURIComponent(here()) + '&ended=1';
+  }
+
+  // sessionAlive resolves true (204), false (401) or null (no answer).
+  function sessionAlive() {
+    if (!sessionPath) { return Promise.resolve(true); }
+    return fetch(sessionPath, {credentials: 'same-origin', cache: 'no-store'}).then(function (r) {
+      if (r.status === 401) { return false; }
+      return r.ok ? true : null;
+    }, function () { return null; });
+  }
+
+  function sessionEnded() {
+    if (ended) { return; }
+    ended = true;
+    setState('ended', 'session ended');
+    body.setAttribute('data-stale', 'true');
+    var box = document.getElementById('session-ended');
+    if (!box) { return; }
+    var since = box.querySelector('[data-testid="stale-since"]');
+    if (since) { since.textContent = clock(lastUpdate); }
+    var a = box.querySelector('a');
+    if (a && loginPath) { a.setAttribute('href', loginURL()); }
+    box.hidden = false;
   }
 
   function swap(html) {
@@ -42,7 +100,22 @@
       var f = document.getElementById(focusedId);
       if (f && f !== document.activeElement) { f.focus(); }
     }
-    document.body.setAttribute('data-updated', String(Date.now()));
+    lastUpdate = new Date();
+    body.removeAttribute('data-stale');
+    body.setAttribute('data-updated', String(Date.now()));
+  }
+
+  function retry() {
+    if (ended) { return; }
+    var wait = delay + Math.floor(Math.random() * delay * 0.3);
+    delay = Math.min(delay * 2, maxDelay);
+    setTimeout(function () {
+      sessionAlive().then(function (alive) {
+        if (alive === false) { sessionEnded(); return; }
+        if (alive === null) { retry(); return; } // the console is not answering yet
+        connect();
+      });
+    }, wait);
   }
 
   function connect() {
@@ -50,14 +123,94 @@
     var ws = new WebSocket(proto + '//' + location.host + path);
     ws.onopen = function () { delay = minDelay; setState('live', 'live'); };
     ws.onmessage = function (ev) { if (typeof ev.data === 'string') { swap(ev.data); } };
-    ws.onclose = function () {
-      setState('reconnecting', 'reconnecting\u2026');
-      var wait = delay + Math.floor(Math.random() * delay * 0.3);
-      delay = Math.min(delay * 2, maxDelay);
-      setTimeout(connect, wait);
+    ws.onclose = function (ev) {
+      if (ev.code === SESSION_ENDED) { sessionEnded(); return; }
+      if (ended) { return; }
+      body.setAttribute('data-stale', 'true');
+      setState('reconnecting', 'reconnecting\u2026 (shown: ' + clock(lastUpdate) + ')');
+      retry();
     };
     ws.onerror = function () { /* onclose follows */ };
   }
+
+  // A form sent after the session ended would land on the login page and
+  // lose what was typed: keep it, log in, come back and fill it in again.
+  function keep(form) {
+    var fields = [];
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (!el.name || el.name === '_csrf' || el.type === 'password' || el.type === 'hidden' ||
+          el.type === 'submit' || el.type === 'button') { return; }
+      if ((el.type === 'checkbox' || el.type === 'radio') && !el.checked) { return; }
+      fields.push([el.name, el.value]);
+    });
+    if (fields.length === 0) { return; }
+    try {
+      sessionStorage.setItem(resumeKey, JSON.stringify({
+        page: location.pathname, action: form.getAttribute('action'), fields: fields
+      }));
+    } catch (e) { /* storage full or disabled: the login still brings the user back */ }
+  }
+
+  function restore() {
+    var raw;
+    try { raw = sessionStorage.getItem(resumeKey); } catch (e) { return; }
+    if (!raw) { return; }
+    var saved;
+    try { saved = JSON.parse(raw); } catch (e) { saved = null; }
+    if (!saved || saved.page !== location.pathname) { return; }
+    sessionStorage.removeItem(resumeKey);
+    var form = null;
+    document.querySelectorAll('form[method="post"]').forEach(function (f) {
+      if (!form && f.getAttribute('action') === saved.action) { form = f; }
+    });
+    if (!form) { return; }
+    var first = null;
+    var used = {};
+    Array.prototype.forEach.call(form.elements, function (el) {
+      if (!el.name || el.name === '_csrf' || el.type === 'password' || el.type === 'hidden' ||
+          el.type === 'submit' || el.type === 'button') { return; }
+      var values = saved.fields.filter(function (f) { return f[0] === el.name; }).map(function (f) { return f[1]; });
+      if (el.type === 'checkbox' || el.type === 'radio') {
+        el.checked = values.indexOf(el.value) >= 0;
+      } else if (values.length > 0) {
+        var i = used[el.name] || 0;
+        el.value = values[Math.min(i, values.length - 1)];
+        used[el.name] = i + 1;
+      } else {
+        return;
+      }
+      el.dispatchEvent(new Event('input', {bubbles: true}));
+      if (!first) { first = el; }
+    });
+    form.setAttribute('data-restored', 'true');
+    notice('ok', 'Your session had ended before this form was sent, so nothing was changed. ' +
+      'What you entered is filled in again: check it and send it once more.');
+    if (first) { first.focus(); }
+  }
+
+  document.addEventListener('submit', function (ev) {
+    var form = ev.target;
+    if (!sessionPath || !loginPath || !form || (form.getAttribute('method') || '').toLowerCase() !== 'post') { return; }
+    if (form.getAttribute('data-session-checked') === 'true') {
+      form.removeAttribute('data-session-checked');
+      return;
+    }
+    ev.preventDefault();
+    var submitter = ev.submitter || null;
+    var go = function () {
+      form.setAttribute('data-session-checked', 'true');
+      if (form.requestSubmit) { form.requestSubmit(submitter); } else { form.submit(); }
+    };
+    if (ended) { keep(form); location.assign(loginURL()); return; }
+    sessionAlive().then(function (alive) {
+      if (alive === false) { sessionEnded(); keep(form); location.assign(loginURL()); return; }
+      if (alive === null) {
+        notice('error', 'The console is not answering; nothing was sent. Your input is still here: send it again in a moment.');
+        return;
+      }
+      go();
+    });
+  }, true);
 
   // Show the value of range inputs next to them (<output id="<id>-out">).
   document.addEventListener('input', function (ev) {
@@ -92,6 +245,8 @@
     if (ev.target && ev.target.hasAttribute && ev.target.hasAttribute('data-filter-for')) { applyFilters(); }
   });
 
+  restore();
+  if (!path || !state) { return; }
   setState('connecting', 'connecting\u2026');
   connect();
 })();

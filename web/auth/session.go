@@ -20,7 +20,15 @@ type Session struct {
 	ID      string
 	CSRF    string
 	Expires time.Time
+	// ended is closed when the session ends before Expires (logout, or
+	// evicted by a newer one).
+	ended chan struct{}
 }
+
+// Ended is closed when the session is logged out or evicted; its expiry is
+// Expires (nothing is closed then: compare with the clock). A Session not
+// made by an Authenticator never ends.
+func (s Session) Ended() <-chan struct{} { return s.ended }
 
 // Options configures an Authenticator.
 type Options struct {
@@ -85,7 +93,7 @@ func (a *Authenticator) Login(c *fiber.Ctx, token string) (Session, error) {
 		return Session{}, err
 	}
 	now := a.opts.Now()
-	s := Session{ID: id, CSRF: csrf, Expires: now.Add(a.opts.TTL)}
+	s := Session{ID: id, CSRF: csrf, Expires: now.Add(a.opts.TTL), ended: make(chan struct{})}
 	a.mu.Lock()
 	a.gcLocked(now)
 	if len(a.sessions) >= a.opts.MaxSessions {
@@ -95,7 +103,7 @@ func (a *Authenticator) Login(c *fiber.Ctx, token string) (Session, error) {
 				oldest = k
 			}
 		}
-		delete(a.sessions, oldest)
+		a.endLocked(oldest)
 	}
 	a.sessions[id] = s
 	a.mu.Unlock()
@@ -115,7 +123,7 @@ func (a *Authenticator) Login(c *fiber.Ctx, token string) (Session, error) {
 func (a *Authenticator) Logout(c *fiber.Ctx) {
 	if id := c.Cookies(a.opts.CookieName); id != "" {
 		a.mu.Lock()
-		delete(a.sessions, id)
+		a.endLocked(id)
 		a.mu.Unlock()
 	}
 	c.Cookie(&fiber.Cookie{
@@ -139,10 +147,34 @@ func (a *Authenticator) Current(c *fiber.Ctx) (Session, bool) {
 		return Session{}, false
 	}
 	if !now.Before(s.Expires) {
-		delete(a.sessions, id)
+		a.endLocked(id)
 		return Session{}, false
 	}
 	return s, true
+}
+
+// Stale reports whether the request carries a session cookie that names no
+// live session: the session expired, was logged out, or the console
+// restarted since (sessions live in memory). A request without the cookie
+// never logged in and is not stale.
+func (a *Authenticator) Stale(c *fiber.Ctx) bool {
+	if c.Cookies(a.opts.CookieName) == "" {
+		return false
+	}
+	_, ok := a.Current(c)
+	return !ok
+}
+
+// endLocked forgets session id and closes its Ended channel.
+func (a *Authenticator) endLocked(id string) {
+	s, ok := a.sessions[id]
+	if !ok {
+		return
+	}
+	delete(a.sessions, id)
+	if s.ended != nil {
+		close(s.ended)
+	}
 }
 
 // Sessions is the number of live sessions.
@@ -155,7 +187,7 @@ func (a *Authenticator) Sessions() int {
 func (a *Authenticator) gcLocked(now time.Time) {
 	for k, v := range a.sessions {
 		if !now.Before(v.Expires) {
-			delete(a.sessions, k)
+			a.endLocked(k)
 		}
 	}
 }

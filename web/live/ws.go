@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/gofiber/fiber/v2"
+	"k8s.io/utils/clock"
 )
 
 // WSOptions tunes a websocket endpoint. Zero values take the defaults.
@@ -24,7 +25,19 @@ type WSOptions struct {
 	PingInterval time.Duration
 	// Log receives connection errors (nil discards them).
 	Log *slog.Logger
+	// End, when set, says when the request's login session ends: ended is
+	// closed at a logout, at is its expiry (zero: none). The socket is then
+	// closed with StatusSessionEnded, so that the page can say so instead
+	// of showing stale state as live.
+	End func(c *fiber.Ctx) (ended <-chan struct{}, at time.Time)
+	// Clock measures the session expiry (default the real clock).
+	Clock clock.Clock
 }
+
+// StatusSessionEnded is the close code of a socket whose login session
+// ended (logout, expiry): the browser must log in again, not reconnect.
+// 4000–4999 are the application's codes (RFC 6455 §7.4.2).
+const StatusSessionEnded websocket.StatusCode = 4001
 
 func (o WSOptions) withDefaults() WSOptions {
 	if o.WriteTimeout <= 0 {
@@ -35,6 +48,9 @@ func (o WSOptions) withDefaults() WSOptions {
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }
@@ -56,6 +72,10 @@ func Handler(base context.Context, hub *Hub, opts WSOptions) fiber.Handler {
 		if err != nil {
 			return fiber.NewError(fiber.StatusBadRequest, err.Error())
 		}
+		var sess session
+		if opts.End != nil {
+			sess.ended, sess.at = opts.End(c)
+		}
 		fctx := c.Context()
 		fctx.HijackSetNoResponse(true)
 		fctx.Hijack(func(conn net.Conn) {
@@ -68,13 +88,19 @@ func Handler(base context.Context, hub *Hub, opts WSOptions) fiber.Handler {
 				opts.Log.Debug("websocket handshake refused", "err", err)
 				return
 			}
-			serve(base, ws, hub, opts)
+			serve(base, ws, hub, opts, sess)
 		})
 		return nil
 	}
 }
 
-func serve(base context.Context, ws *websocket.Conn, hub *Hub, opts WSOptions) {
+// session is when a socket's login session ends (zero: never).
+type session struct {
+	ended <-chan struct{}
+	at    time.Time
+}
+
+func serve(base context.Context, ws *websocket.Conn, hub *Hub, opts WSOptions, sess session) {
 	ctx := ws.CloseRead(base) // the browser sends nothing; this answers pings and notices closes
 	client, err := hub.Register(ctx)
 	if err != nil {
@@ -84,10 +110,22 @@ func serve(base context.Context, ws *websocket.Conn, hub *Hub, opts WSOptions) {
 	defer hub.Unregister(client)
 	ping := time.NewTicker(opts.PingInterval)
 	defer ping.Stop()
+	var expired <-chan time.Time
+	if !sess.at.IsZero() {
+		t := opts.Clock.NewTimer(sess.at.Sub(opts.Clock.Now()))
+		defer t.Stop()
+		expired = t.C()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			_ = ws.Close(websocket.StatusGoingAway, "server stopping")
+			return
+		case <-sess.ended:
+			_ = ws.Close(StatusSessionEnded, "session ended: logged out")
+			return
+		case <-expired:
+			_ = ws.Close(StatusSessionEnded, "session ended: expired")
 			return
 		case <-client.Done():
 			_ = ws.Close(websocket.StatusTryAgainLater, "disconnected by server")

@@ -18,6 +18,10 @@ type Page struct {
 	Base string
 	// WSPath is the websocket path of live updates; empty disables them.
 	WSPath string
+	// SessionPath answers whether the login session is alive (GET: 204 or
+	// 401); the script asks it before reconnecting and before sending a
+	// form. LoginPath is the login page ("" when the site has no login).
+	SessionPath, LoginPath string
 	// CSRF is the session's CSRF token (empty when not logged in).
 	CSRF string
 	// LoggedIn shows the logout button.
@@ -182,6 +186,8 @@ type Tick struct {
 type Login struct {
 	Next  string
 	Error string
+	// Ended explains that the browser's session ended ("" on a first login).
+	Ended string
 	// Hint tells where the token comes from.
 	Hint string
 }

@@ -1,0 +1,195 @@
+package uitest
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/playwright-community/playwright-go"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// TestConsoleUI checks issue #12 items 8–10 as a user sees them: a session
+// that ends is explained and the user comes back to an unsent form after the
+// login; the consoles override a cluster's location and the broker sees
+// it; at 390 px no page scrolls sideways and no column is cut.
+func TestConsoleUI(t *testing.T) {
+	b := browser(t)
+	tg := target(t)
+	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(15000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", t.TempDir())}
+	if u.shots != "-" {
+		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")
+	}
+
+	t.Run("a session that ends is explained and the unsent form comes back after the login", func(t *testing.T) {
+		u := u.with(t)
+		ctx, err := b.NewContext(playwright.BrowserNewContextOptions{Viewport: &playwright.Size{Width: 1366, Height: 900}})
+		u.ok(err, "new browser context")
+		t.Cleanup(func() { _ = ctx.Close() })
+		a, err := ctx.NewPage()
+		u.ok(err, "page A")
+		login(u, a, tg.Consumer)
+		before := consumerPlacement(u, tg)
+
+		// Logging out in another tab ends the session: tab A's socket is
+		// closed by the server and the page says so instead of "reconnecting…".
+		other, err := ctx.NewPage()
+		u.ok(err, "page B")
+		_, err = other.Goto(tg.Consumer.URL + "/")
+		u.ok(err, "open the console in tab B (same session)")
+		u.ok(other.Locator("header form button[type=submit]").Click(), "log out in tab B")
+		u.ok(u.expect.Locator(other.Locator("#token")).ToBeVisible(), "tab B is on the login page")
+
+		state := a.Locator("[data-testid=conn-state]")
+		u.ok(u.expect.Locator(state).ToHaveAttribute("data-state", "ended"), "tab A says the session ended")
+		u.ok(u.expect.Locator(state).ToHaveText("session ended"), "conn state text")
+		u.ok(u.expect.Locator(a.Locator("[data-testid=session-ended]")).ToBeVisible(), "session-ended notice shown")
+		u.ok(u.expect.Locator(a.Locator("[data-testid=stale-since]")).ToHaveText(regexp.MustCompile(`^\d\d:\d\d:\d\d$`)), "notice says since when the page is stale")
+		href, err := a.Locator("[data-testid=login-again]").GetAttribute("href")
+		u.ok(err, "login link")
+		if !strings.Contains(href, "/login?next=%2F") || !strings.Contains(href, "ended=1") {
+			t.Fatalf("the login link is %q; want the login page returning to / and saying the session ended", href)
+		}
+		u.screenshot(a, "session-ended.png")
+
+		// A form sent now does not land silently on the login page: it is
+		// kept, the login page says why, and the login brings it back.
+		want := api.PlacementEco
+		if before == api.PlacementEco {
+			want = api.PlacementLatency
+		}
+		u.ok(a.Locator("[data-testid=policy-"+string(want)+"]").Check(), "pick a policy")
+		u.ok(a.Locator("[data-testid=apply-policy]").Click(), "apply it with the session ended")
+		u.ok(u.expect.Locator(a.Locator("[data-testid=login-ended]")).ToContainText("Your session has ended"), "the login page says the session ended")
+		u.screenshot(a, "login-session-ended.png")
+		if got := consumerPlacement(u, tg); got != before {
+			t.Fatalf("the broker has policy %q after a form sent without a session; want it unchanged (%q)", got, before)
+		}
+		u.ok(a.Locator("#token").Fill(tg.Consumer.Token), "type the token")
+		u.ok(a.Locator("#token").Press("Enter"), "log in")
+		u.ok(u.expect.Locator(state).ToHaveAttribute("data-state", "live"), "back on the console, live")
+		u.ok(u.expect.Page(a).ToHaveURL(regexp.MustCompile(`/(\?.*)?$`)), "back on the console's page")
+		u.ok(u.expect.Locator(a.Locator("[data-testid=client-notice]")).ToContainText("filled in again"), "the page says the form was kept")
+		u.ok(u.expect.Locator(a.Locator("[data-testid=policy-"+string(want)+"]")).ToBeChecked(), "the policy picked before the login is filled in again")
+		u.ok(a.Locator("[data-testid=apply-policy]").Click(), "send it again")
+		u.ok(u.expect.Locator(a.Locator("[data-testid=flash]")).ToContainText("Policy applied"), "policy applied")
+		pollTruth(u, tg, "the broker's policy of the consumer", func(ov api.Overview) string {
+			if got := consumerPlacementOf(ov); got != want {
+				return fmt.Sprintf("the broker has policy %q, the form sent %q", got, want)
+			}
+			return ""
+		})
+
+		// A console that restarted knows no session: its cookie is stale.
+		u.ok(ctx.ClearCookies(), "forget the session cookie")
+		cookieURL := tg.Consumer.URL
+		u.ok(ctx.AddCookies([]playwright.OptionalCookie{{Name: "fa_session", Value: "from-before-the-restart", URL: &cookieURL}}), "a cookie the console does not know")
+		u.ok(a.Locator("[data-testid=apply-policy]").Click(), "send a form with a session the console no longer has")
+		u.ok(u.expect.Locator(a.Locator("[data-testid=login-ended]")).ToContainText("Your session has ended"), "the login page says the session ended")
+	})
+
+	t.Run("at 390 px no page scrolls sideways and no column is cut", func(t *testing.T) {
+		u := u.with(t)
+		// One browser context per page: the consoles of the demo share the
+		// host 127.0.0.1, and cookies do not tell ports apart.
+		phone := func() playwright.Page {
+			ctx, err := b.NewContext(playwright.BrowserNewContextOptions{Viewport: &playwright.Size{Width: phoneWidth, Height: 844}, IsMobile: playwright.Bool(true), HasTouch: playwright.Bool(true)})
+			u.ok(err, "phone-sized browser context")
+			t.Cleanup(func() { _ = ctx.Close() })
+			p, err := ctx.NewPage()
+			u.ok(err, "new page")
+			return p
+		}
+		p := phone()
+		_, err := p.Goto(tg.DashboardURL + "/")
+		u.ok(err, "open the dashboard")
+		u.ok(u.expect.Locator(p.Locator("[data-testid=conn-state]")).ToHaveAttribute("data-state", "live"), "dashboard live")
+		expectFitsWidth(u, p, "the dashboard")
+		u.screenshot(p, "dashboard-390.png")
+		p = phone()
+		login(u, p, tg.Providers[firstProvider(tg)])
+		expectFitsWidth(u, p, "the provider console")
+		u.screenshot(p, "provider-console-390.png")
+		p = phone()
+		login(u, p, tg.Consumer)
+		expectFitsWidth(u, p, "the consumer console")
+		u.screenshot(p, "consumer-console-390.png")
+	})
+}
+
+// consumerPlacement is the policy the broker holds for the demo consumer.
+func consumerPlacement(u *ui, tg *Target) api.PlacementType {
+	u.t.Helper()
+	var got api.PlacementType
+	pollTruth(u, tg, "the broker's consumer", func(ov api.Overview) string {
+		if len(ov.Consumers) == 0 {
+			return "the broker knows no consumer"
+		}
+		got = consumerPlacementOf(ov)
+		return ""
+	})
+	return got
+}
+
+func consumerPlacementOf(ov api.Overview) api.PlacementType {
+	if len(ov.Consumers) == 0 {
+		return ""
+	}
+	if p := ov.Consumers[0].Placement; p != "" {
+		return p
+	}
+	return api.PlacementStandard
+}
+
+// phoneWidth is the viewport width of the phone checks (an iPhone 12–15).
+const phoneWidth = 390
+
+// fitsWidth reports what sticks out of a page of the given width: the
+// page's own width (a phone browser widens its layout viewport to fit
+// content that overflows, so the check compares with the device width, not
+// innerWidth), the elements reaching past it, and every header cell whose
+// text is cut.
+const fitsWidth = `(width) => {
+	const doc = document.documentElement;
+	const out = {page: doc.scrollWidth, view: window.innerWidth, wide: [], cut: []};
+	const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + (el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\s+/).join('.') : '');
+	document.querySelectorAll('body *').forEach((el) => {
+		const r = el.getBoundingClientRect();
+		if (r.width > 0 && r.right > width + 0.5 && out.wide.length < 8) {
+			let inScroller = false;
+			for (let p = el.parentElement; p; p = p.parentElement) {
+				const ox = getComputedStyle(p).overflowX;
+				if (ox === 'auto' || ox === 'scroll' || ox === 'hidden') { inScroller = true; break; }
+			}
+			if (!inScroller) { out.wide.push(name(el) + " to " + Math.round(r.right) + " px"); }
+		}
+	});
+	document.querySelectorAll('th').forEach((th) => {
+		if (th.offsetParent !== null && th.scrollWidth > th.clientWidth + 1) {
+			out.cut.push(th.textContent.trim() + ' (' + th.clientWidth + ' of ' + th.scrollWidth + ' px)');
+		}
+	});
+	return JSON.stringify(out);
+}`
+
+func expectFitsWidth(u *ui, p playwright.Page, what string) {
+	u.t.Helper()
+	raw, err := p.Evaluate(fitsWidth, phoneWidth)
+	u.ok(err, "measure "+what)
+	var got struct {
+		Page, View int
+		Wide, Cut  []string
+	}
+	u.ok(json.Unmarshal([]byte(raw.(string)), &got), "decode the measure")
+	if got.Page > phoneWidth || got.View > phoneWidth {
+		u.t.Errorf("%s is %d px wide (layout viewport %d px) on a %d px phone: the page scrolls sideways; sticking out: %s",
+			what, got.Page, got.View, phoneWidth, strings.Join(got.Wide, ", "))
+	}
+	if len(got.Cut) > 0 {
+		u.t.Errorf("%s cuts column headers at %d px: %s", what, phoneWidth, strings.Join(got.Cut, "; "))
+	}
+}
