@@ -85,9 +85,14 @@ func TestConsoleUI(t *testing.T) {
 		})
 
 		// A console that restarted knows no session: its cookie is stale.
+		cookies, err := ctx.Cookies(tg.Consumer.URL)
+		u.ok(err, "read the session cookie")
+		if len(cookies) == 0 {
+			t.Fatal("no session cookie after the login")
+		}
 		u.ok(ctx.ClearCookies(), "forget the session cookie")
 		cookieURL := tg.Consumer.URL
-		u.ok(ctx.AddCookies([]playwright.OptionalCookie{{Name: "fa_session", Value: "from-before-the-restart", URL: &cookieURL}}), "a cookie the console does not know")
+		u.ok(ctx.AddCookies([]playwright.OptionalCookie{{Name: cookies[0].Name, Value: "from-before-the-restart", URL: &cookieURL}}), "a cookie the console does not know")
 		u.ok(a.Locator("[data-testid=apply-policy]").Click(), "send a form with a session the console no longer has")
 		u.ok(u.expect.Locator(a.Locator("[data-testid=login-ended]")).ToContainText("Your session has ended"), "the login page says the session ended")
 	})

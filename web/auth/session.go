@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"io"
+	"net"
 	"net/url"
 	"strings"
 	"sync"
@@ -34,7 +35,10 @@ func (s Session) Ended() <-chan struct{} { return s.ended }
 type Options struct {
 	// Verifier checks login tokens (required).
 	Verifier Verifier
-	// CookieName defaults to "fa_session".
+	// CookieName defaults to "fa_session". The port the browser used is
+	// appended ("fa_session_9104"): browsers do not tell cookies of two
+	// ports of one host apart, and two consoles on one host (the demo's,
+	// all on 127.0.0.1) must not log each other out.
 	CookieName string
 	// Secure marks the cookie Secure; set it when the listener serves TLS.
 	Secure bool
@@ -108,7 +112,7 @@ func (a *Authenticator) Login(c *fiber.Ctx, token string) (Session, error) {
 	a.sessions[id] = s
 	a.mu.Unlock()
 	c.Cookie(&fiber.Cookie{
-		Name:     a.opts.CookieName,
+		Name:     a.cookieName(c),
 		Value:    id,
 		Path:     "/",
 		Expires:  s.Expires,
@@ -121,21 +125,32 @@ func (a *Authenticator) Login(c *fiber.Ctx, token string) (Session, error) {
 
 // Logout ends the request's session and clears the cookie.
 func (a *Authenticator) Logout(c *fiber.Ctx) {
-	if id := c.Cookies(a.opts.CookieName); id != "" {
+	if id := c.Cookies(a.cookieName(c)); id != "" {
 		a.mu.Lock()
 		a.endLocked(id)
 		a.mu.Unlock()
 	}
 	c.Cookie(&fiber.Cookie{
-		Name: a.opts.CookieName, Value: "", Path: "/", MaxAge: -1,
+		Name: a.cookieName(c), Value: "", Path: "/", MaxAge: -1,
 		HTTPOnly: true, Secure: a.opts.Secure || c.Protocol() == "https",
 		SameSite: fiber.CookieSameSiteStrictMode,
 	})
 }
 
+// cookieName is the session cookie's name for the port the request came
+// to (from its Host header; the bare name without a port or with anything
+// but digits there).
+func (a *Authenticator) cookieName(c *fiber.Ctx) string {
+	_, port, err := net.SplitHostPort(string(c.Request().Host()))
+	if err != nil || port == "" || len(port) > 5 || strings.Trim(port, "0123456789") != "" {
+		return a.opts.CookieName
+	}
+	return a.opts.CookieName + "_" + port
+}
+
 // Current returns the request's live session.
 func (a *Authenticator) Current(c *fiber.Ctx) (Session, bool) {
-	id := c.Cookies(a.opts.CookieName)
+	id := c.Cookies(a.cookieName(c))
 	if id == "" {
 		return Session{}, false
 	}
@@ -158,7 +173,7 @@ func (a *Authenticator) Current(c *fiber.Ctx) (Session, bool) {
 // restarted since (sessions live in memory). A request without the cookie
 // never logged in and is not stale.
 func (a *Authenticator) Stale(c *fiber.Ctx) bool {
-	if c.Cookies(a.opts.CookieName) == "" {
+	if c.Cookies(a.cookieName(c)) == "" {
 		return false
 	}
 	_, ok := a.Current(c)
