@@ -26,6 +26,7 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
@@ -143,9 +144,8 @@ type Service struct {
 
 	waiters atomic.Int64
 
-	subMu  sync.Mutex
-	subs   map[uint64]chan struct{}
-	subSeq uint64
+	// changes signals the subscribers (Subscribe) after every change.
+	changes signal.Signal
 	// version moves after every change the overview shows (see Version).
 	version atomic.Uint64
 }
@@ -171,7 +171,6 @@ func New(cfg Config) (*Service, error) {
 		commitKick: make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
-		subs:       map[uint64]chan struct{}{},
 	}
 	snap, err := cfg.Store.Load(context.Background())
 	if err != nil {
@@ -315,20 +314,7 @@ func (s *Service) commitBatch(batch []*commitReq) {
 // Subscribe returns a channel that receives a value (coalesced, buffer 1)
 // after every change of the state, until ctx ends; then it is closed.
 func (s *Service) Subscribe(ctx context.Context) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	s.subMu.Lock()
-	s.subSeq++
-	id := s.subSeq
-	s.subs[id] = ch
-	s.subMu.Unlock()
-	go func() {
-		<-ctx.Done()
-		s.subMu.Lock()
-		delete(s.subs, id)
-		close(ch)
-		s.subMu.Unlock()
-	}()
-	return ch
+	return s.changes.Subscribe(ctx)
 }
 
 // Version moves (it only grows) after every change of the state the
@@ -340,14 +326,7 @@ func (s *Service) Version() uint64 { return s.version.Load() }
 
 func (s *Service) notify() {
 	s.version.Add(1)
-	s.subMu.Lock()
-	defer s.subMu.Unlock()
-	for _, ch := range s.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	s.changes.Notify()
 }
 
 // minSweepInterval is the shortest pause between two sweeps.
