@@ -121,6 +121,10 @@ type Agent struct {
 	beatOK   bool
 	// lastAck is when the broker last accepted a heartbeat.
 	lastAck time.Time
+	// loc is the location of the last heartbeat built; locSet says it is
+	// the ConsumerPolicy's, not the geo service's.
+	loc    *Location
+	locSet bool
 
 	// Streaks of repeated failures: heartbeats refused or unanswered by
 	// the broker; building the heartbeat and projecting virtual nodes,
@@ -382,10 +386,11 @@ func (a *Agent) count(outcome string) {
 // heartbeatRequest builds the heartbeat from the cluster's state.
 func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, error) {
 	req := api.HeartbeatRequest{ClusterID: a.cfg.ClusterID, LiqoClusterID: a.cfg.LiqoClusterID}
-	p, err := a.Policy(ctx)
+	spec, err := a.policySpec(ctx)
 	if err != nil {
 		return req, err
 	}
+	p := placementOf(spec)
 	if fe := p.Check("placement"); fe != nil {
 		// A policy the broker refuses (a ConsumerPolicy written before the
 		// CRD had its bounds) must not stop the heartbeats that renew the
@@ -396,7 +401,11 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 		a.notePolicy(nil)
 	}
 	req.Placement = p
-	if loc := a.location(ctx); loc != nil {
+	var set *fav1alpha1.Location
+	if spec != nil {
+		set = spec.Location
+	}
+	if loc := a.location(ctx, set); loc != nil {
 		lat, lon := loc.Latitude, loc.Longitude
 		req.Region, req.City, req.Latitude, req.Longitude = loc.Region, loc.City, &lat, &lon
 	}
@@ -423,6 +432,16 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 // Policy returns the placement of the ConsumerPolicy with the lowest name in
 // the agent's namespace (nil when there is none: the broker's default).
 func (a *Agent) Policy(ctx context.Context) (*api.Placement, error) {
+	spec, err := a.policySpec(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return placementOf(spec), nil
+}
+
+// policySpec is the spec of the ConsumerPolicy the agent reads: the lowest
+// name in its namespace (nil when there is none).
+func (a *Agent) policySpec(ctx context.Context) (*fav1alpha1.ConsumerPolicySpec, error) {
 	var list fav1alpha1.ConsumerPolicyList
 	if err := a.cfg.Client.List(ctx, &list, client.InNamespace(a.cfg.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing ConsumerPolicies in %s: %w", a.cfg.Namespace, err)
@@ -431,15 +450,24 @@ func (a *Agent) Policy(ctx context.Context) (*api.Placement, error) {
 		return nil, nil
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	sp := list.Items[0].Spec.Placement
+	return &list.Items[0].Spec, nil
+}
+
+// placementOf is the heartbeat's placement of a ConsumerPolicy spec (nil:
+// the broker's default).
+func placementOf(spec *fav1alpha1.ConsumerPolicySpec) *api.Placement {
+	if spec == nil {
+		return nil
+	}
+	sp := spec.Placement
 	if sp.Type == "" && sp.Weights == nil {
-		return nil, nil
+		return nil
 	}
 	p := &api.Placement{Type: api.PlacementType(sp.Type)}
 	if w := sp.Weights; w != nil {
 		p.Weights = &api.Weights{Price: w.Price, Carbon: w.Carbon, Distance: w.Distance, FreeCapacity: w.FreeCapacity}
 	}
-	return p, nil
+	return p
 }
 
 // notePolicy records whether the ConsumerPolicy is sent: a refused policy
@@ -461,16 +489,51 @@ func (a *Agent) notePolicy(err error) {
 	}
 }
 
-// location is the cluster's location, best effort.
-func (a *Agent) location(ctx context.Context) *Location {
+// Location is the location the last heartbeat carried (nil: none known)
+// and whether it was set in the ConsumerPolicy rather than found from the
+// cluster's address.
+func (a *Agent) Location() (*Location, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.loc == nil {
+		return nil, false
+	}
+	loc := *a.loc
+	return &loc, a.locSet
+}
+
+// location is the cluster's location, best effort: the ConsumerPolicy's
+// (override, when set), else the geo service's for the cluster's address.
+func (a *Agent) location(ctx context.Context, override *fav1alpha1.Location) *Location {
+	loc, overridden := a.lookupLocation(ctx, override)
+	a.mu.Lock()
+	a.loc, a.locSet = loc, overridden
+	a.mu.Unlock()
+	return loc
+}
+
+func (a *Agent) lookupLocation(ctx context.Context, override *fav1alpha1.Location) (*Location, bool) {
 	set := func(err error) {
 		if a.cfg.Tracker != nil {
 			a.cfg.Tracker.SetInput("geo", err)
 		}
 	}
+	if override != nil {
+		o := &api.Topology{City: override.City, Region: override.Region, Latitude: override.Latitude, Longitude: override.Longitude}
+		if fe := o.Check("location"); fe != nil || !o.HasCoordinates() {
+			err := error(fe)
+			if fe == nil {
+				err = errors.New("location: no coordinates (0, 0)")
+			}
+			set(fmt.Errorf("the ConsumerPolicy's location is unusable, using the address's: %w", err))
+		} else {
+			set(nil)
+			return &Location{Region: o.Region, City: o.City, Latitude: o.Latitude, Longitude: o.Longitude}, true
+		}
+	}
 	if a.cfg.Geo == nil {
 		set(errors.New("no geo service configured (--mock-geo-url)"))
-		return nil
+		return nil, false
 	}
 	ip := a.cfg.AdvertisedIP
 	if ip == "" {
@@ -478,7 +541,7 @@ func (a *Agent) location(ctx context.Context) *Location {
 	}
 	if ip == "" {
 		set(errors.New("no node address to locate (set --advertised-ip)"))
-		return nil
+		return nil, false
 	}
 	loc, err := a.cfg.Geo(ctx, ip)
 	if err != nil || loc == nil {
@@ -486,10 +549,10 @@ func (a *Agent) location(ctx context.Context) *Location {
 			err = fmt.Errorf("no location known for %s", ip)
 		}
 		set(err)
-		return nil
+		return nil, false
 	}
 	set(nil)
-	return loc
+	return loc, false
 }
 
 // listVNS lists the agent's VirtualNodeStates.

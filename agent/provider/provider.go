@@ -273,24 +273,26 @@ func (a *Agent) Advertisement(ctx context.Context) (api.AdvertisementRequest, er
 	if ip != "" && a.cfg.ProbePort > 0 {
 		req.ProbeEndpoint = net.JoinHostPort(ip, strconv.Itoa(a.cfg.ProbePort))
 	}
-	a.locate(ctx, ip, &req)
+	a.locate(ctx, ip, sc.Location, &req)
 	return req, nil
 }
 
 // locate fills topology and carbon, best effort; every missing input is
-// recorded on the health tracker.
-func (a *Agent) locate(ctx context.Context, ip string, req *api.AdvertisementRequest) {
-	setInput := func(name string, err error) {
-		if a.cfg.Tracker != nil {
-			a.cfg.Tracker.SetInput(name, err)
-		}
+// recorded on the health tracker. A location set in the sharing
+// configuration (the console's location picker) wins over the geo lookup.
+func (a *Agent) locate(ctx context.Context, ip string, set *api.Topology, req *api.AdvertisementRequest) {
+	if set != nil {
+		a.setInput("geo", nil)
+		topo := *set
+		a.carbon(ctx, "the location set in the sharing configuration", &topo, req)
+		return
 	}
 	if a.cfg.Geo == nil {
-		setInput("geo", errors.New("no geo service configured (--mock-geo-url)"))
+		a.setInput("geo", errors.New("no geo service configured (--mock-geo-url)"))
 		return
 	}
 	if ip == "" {
-		setInput("geo", errors.New("no node address to locate (set --advertised-ip)"))
+		a.setInput("geo", errors.New("no node address to locate (set --advertised-ip)"))
 		return
 	}
 	topo, err := a.cfg.Geo(ctx, ip)
@@ -298,33 +300,47 @@ func (a *Agent) locate(ctx context.Context, ip string, req *api.AdvertisementReq
 		if err == nil {
 			err = fmt.Errorf("no location known for %s", ip)
 		}
-		setInput("geo", err)
+		a.setInput("geo", err)
 		return
 	}
 	if fe := topo.Check("topology"); fe != nil {
-		setInput("geo", fmt.Errorf("the location service answered an unusable location for %s: %w", ip, fe))
+		a.setInput("geo", fmt.Errorf("the location service answered an unusable location for %s: %w", ip, fe))
 		return
 	}
-	setInput("geo", nil)
+	a.setInput("geo", nil)
+	a.carbon(ctx, "the location of "+ip, topo, req)
+}
+
+// setInput records whether an input of the advertisement is missing (nil:
+// it is there) on the health tracker.
+func (a *Agent) setInput(name string, err error) {
+	if a.cfg.Tracker != nil {
+		a.cfg.Tracker.SetInput(name, err)
+	}
+}
+
+// carbon sets the advertisement's topology and reads the carbon intensity
+// of its region (what names the location in the health input's errors).
+func (a *Agent) carbon(ctx context.Context, what string, topo *api.Topology, req *api.AdvertisementRequest) {
 	req.Topology = topo
 	if a.cfg.Carbon == nil {
-		setInput("carbon", errors.New("no carbon service configured (--mock-eco-url)"))
+		a.setInput("carbon", errors.New("no carbon service configured (--mock-eco-url)"))
 		return
 	}
 	if topo.Region == "" {
-		setInput("carbon", fmt.Errorf("the location of %s has no region", ip))
+		a.setInput("carbon", fmt.Errorf("%s has no region", what))
 		return
 	}
 	cur, fc, err := a.cfg.Carbon(ctx, topo.Region)
 	if err != nil {
-		setInput("carbon", err)
+		a.setInput("carbon", err)
 		return
 	}
 	if fe := api.CheckCarbonData(cur, fc); fe != nil {
-		setInput("carbon", fmt.Errorf("the carbon service answered unusable values for region %s: %w", topo.Region, fe))
+		a.setInput("carbon", fmt.Errorf("the carbon service answered unusable values for region %s: %w", topo.Region, fe))
 		return
 	}
-	setInput("carbon", nil)
+	a.setInput("carbon", nil)
 	req.CarbonIntensity, req.CarbonForecast = cur, fc
 }
 

@@ -38,6 +38,11 @@ type SharingConfig struct {
 	AllowedConsumers     []string `json:"allowedConsumers,omitempty"`
 	DeniedConsumers      []string `json:"deniedConsumers,omitempty"`
 	MaxChunksPerConsumer int32    `json:"maxChunksPerConsumer,omitempty"`
+	// Location, when set, is where the provider says it is, instead of
+	// what the geo service finds for its address: the advertisement's
+	// topology, and the region its carbon intensity is read for. It needs
+	// coordinates (the broker's distances use them).
+	Location *api.Topology `json:"location,omitempty"`
 }
 
 // Cap limits one resource: exactly one of Percent and Fixed is set.
@@ -140,6 +145,12 @@ func (s *SharingConfig) Validate() error {
 		}
 	}
 	add(s.rules().Check(""))
+	if s.Location != nil {
+		add(s.Location.Check("location"))
+		if !s.Location.HasCoordinates() {
+			errs = append(errs, errors.New("location: give its latitude and longitude (0, 0 counts as none), or leave location out to use the address's"))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -177,6 +188,10 @@ func (s *SharingConfig) DeepCopy() SharingConfig {
 		AllowedConsumers:     slices.Clone(s.AllowedConsumers),
 		DeniedConsumers:      slices.Clone(s.DeniedConsumers),
 		MaxChunksPerConsumer: s.MaxChunksPerConsumer,
+	}
+	if s.Location != nil {
+		loc := *s.Location
+		out.Location = &loc
 	}
 	if s.Capacity != nil {
 		out.Capacity = make(map[corev1.ResourceName]Cap, len(s.Capacity))

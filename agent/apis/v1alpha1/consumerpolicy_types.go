@@ -55,11 +55,36 @@ type Placement struct {
 	Weights *PlacementWeights `json:"weights,omitempty"`
 }
 
+// Location is where a consumer says it is.
+type Location struct {
+	// City is the city's name (shown on the dashboard).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	City string `json:"city,omitempty"`
+	// Region is the region code (ISO 3166-2 subdivision, as ip-api reports it).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Region string `json:"region,omitempty"`
+	// Latitude in degrees.
+	// +kubebuilder:validation:Minimum=-90
+	// +kubebuilder:validation:Maximum=90
+	Latitude float64 `json:"latitude"`
+	// Longitude in degrees.
+	// +kubebuilder:validation:Minimum=-180
+	// +kubebuilder:validation:Maximum=180
+	Longitude float64 `json:"longitude"`
+}
+
 // ConsumerPolicySpec is a consumer's placement policy.
 type ConsumerPolicySpec struct {
 	// Placement is sent in every heartbeat.
 	// +optional
 	Placement Placement `json:"placement,omitempty"`
+	// Location, when set, is sent in the heartbeats instead of what the
+	// geo service finds for the cluster's address (the consumer console's
+	// location picker writes it).
+	// +optional
+	Location *Location `json:"location,omitempty"`
 }
 
 // ConsumerPolicy tells the broker how to choose providers for this consumer.
