@@ -3,6 +3,7 @@ package uitest
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"regexp"
 	"strings"
@@ -123,6 +124,91 @@ func TestConsoleUI(t *testing.T) {
 		login(u, p, tg.Consumer)
 		expectFitsWidth(u, p, "the consumer console")
 		u.screenshot(p, "consumer-console-390.png")
+	})
+
+	t.Run("both consoles set the location and the broker's Latency choice follows", func(t *testing.T) {
+		u := u.with(t)
+		if _, ok := tg.Providers["paris"]; !ok {
+			t.Skip("the target has no paris provider to move")
+		}
+		c := newPage(u, b)
+		login(u, c, tg.Consumer)
+		// The consumer moves to Sydney.
+		_, err := c.Locator("[data-testid=city]").SelectOption(playwright.SelectOptionValues{Values: &[]string{"Sydney"}})
+		u.ok(err, "pick Sydney")
+		u.ok(c.Locator("[data-testid=apply-location]").Click(), "set the consumer's location")
+		u.ok(u.expect.Locator(c.Locator("[data-testid=flash]")).ToContainText("Location set"), "location set")
+		pollTruth(u, tg, "the consumer's location at the broker", func(ov api.Overview) string {
+			if len(ov.Consumers) == 0 {
+				return "the broker knows no consumer"
+			}
+			cons := ov.Consumers[0]
+			if cons.City != "Sydney" || cons.Latitude == nil || math.Abs(*cons.Latitude-(-33.8688)) > 1e-6 {
+				return fmt.Sprintf("the broker has the consumer in %q at latitude %v, want Sydney (-33.8688)", cons.City, cons.Latitude)
+			}
+			return ""
+		})
+		u.ok(u.expect.Locator(c.Locator("#consumer-status")).ToContainText("Sydney, NSW (set in this console)"), "the console says where the consumer is and why")
+
+		// Paris moves to Tokyo: the broker gets the new topology.
+		p := newPage(u, b)
+		login(u, p, tg.Providers["paris"])
+		_, err = p.Locator("[data-testid=city]").SelectOption(playwright.SelectOptionValues{Values: &[]string{"Tokyo"}})
+		u.ok(err, "pick Tokyo")
+		u.ok(p.Locator("[data-testid=apply-location]").Click(), "set the provider's location")
+		u.ok(u.expect.Locator(p.Locator("[data-testid=flash]")).ToContainText("Location set"), "provider location set")
+		pollTruth(u, tg, "paris's location at the broker", func(ov api.Overview) string {
+			for _, a := range ov.Advertisements {
+				if a.ClusterID == "paris" {
+					if a.Topology == nil || a.Topology.City != "Tokyo" || math.Abs(a.Topology.Latitude-35.6762) > 1e-6 {
+						return fmt.Sprintf("the broker has paris at %+v, want Tokyo", a.Topology)
+					}
+					return ""
+				}
+			}
+			return "the broker has no advertisement of paris"
+		})
+		u.ok(u.expect.Locator(p.Locator("#provider-status")).ToContainText("Tokyo, 13 (set in this console)"), "the provider console says where it is and why")
+		u.screenshot(p, "provider-location.png")
+
+		// Under Latency the consumer now grows on Sydney, its nearest (the
+		// demo's probe delays follow the distance once something moved).
+		u.ok(c.Locator("[data-testid=policy-Latency]").Check(), "pick Latency")
+		u.ok(c.Locator("[data-testid=apply-policy]").Click(), "apply Latency")
+		u.ok(u.expect.Locator(c.Locator("[data-testid=flash]")).ToContainText("Policy applied"), "policy applied")
+		pollTruth(u, tg, "the Latency choice after the moves", func(ov api.Overview) string {
+			if len(ov.Consumers) == 0 {
+				return "the broker knows no consumer"
+			}
+			cons := ov.Consumers[0]
+			if cons.ChosenProvider != "sydney" {
+				return fmt.Sprintf("the consumer grows on %q with RTTs %v, want sydney (the nearest to Sydney)", cons.ChosenProvider, cons.MeasuredLatencies)
+			}
+			if rs, rp := cons.MeasuredLatencies["sydney"], cons.MeasuredLatencies["paris"]; !(rs < rp) {
+				return fmt.Sprintf("RTTs %v: sydney should be nearer than paris-in-Tokyo", cons.MeasuredLatencies)
+			}
+			return ""
+		})
+		dash := newPage(u, b)
+		_, err = dash.Goto(tg.DashboardURL + "/")
+		u.ok(err, "open the dashboard")
+		expectDashboardConsumersTruth(u, tg, dash)
+		u.screenshot(c, "consumer-location.png")
+
+		// Back to the addresses' locations.
+		_, err = p.Locator("[data-testid=city]").SelectOption(playwright.SelectOptionValues{Values: &[]string{""}})
+		u.ok(err, "provider back to its address")
+		u.ok(p.Locator("[data-testid=apply-location]").Click(), "clear the provider's location")
+		u.ok(u.expect.Locator(p.Locator("#provider-status")).ToContainText("Paris, IDF (from the cluster's address)"), "paris is back in Paris")
+		_, err = c.Locator("[data-testid=city]").SelectOption(playwright.SelectOptionValues{Values: &[]string{""}})
+		u.ok(err, "consumer back to its address")
+		u.ok(c.Locator("[data-testid=apply-location]").Click(), "clear the consumer's location")
+		pollTruth(u, tg, "the consumer back in London", func(ov api.Overview) string {
+			if len(ov.Consumers) == 0 || ov.Consumers[0].City != "London" {
+				return fmt.Sprintf("the broker has the consumer in %+v, want London", ov.Consumers)
+			}
+			return ""
+		})
 	})
 }
 

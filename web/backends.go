@@ -43,6 +43,9 @@ type SharingConfig struct {
 	CapacityFixed corev1.ResourceList
 	Renewable     bool
 	Sharing       api.Sharing
+	// Location, when set, is where the provider says it is instead of its
+	// address's geo lookup (the console's location picker).
+	Location *api.Topology
 }
 
 // Loan is one reservation a provider currently serves.
@@ -63,8 +66,11 @@ type Loan struct {
 // ProviderStatus is what the provider console shows besides the form.
 type ProviderStatus struct {
 	ClusterID string
-	// Topology is the discovered location (nil when unknown).
-	Topology *api.Topology
+	// Topology is the location of the last accepted advertisement (nil when
+	// unknown); LocationSet says the console set it (SharingConfig.Location)
+	// rather than the geo service.
+	Topology    *api.Topology
+	LocationSet bool
 	// CarbonIntensity is the current grid intensity in gCO2eq/kWh (nil when
 	// unknown); CarbonWeighted is the broker's 6-hour weighted score.
 	CarbonIntensity *float64
@@ -120,8 +126,12 @@ type VirtualNode struct {
 // ConsumerStatus is what the consumer console shows besides the forms.
 type ConsumerStatus struct {
 	ClusterID string
-	Region    string
-	City      string
+	// Region and City are where the consumer's heartbeats say it is;
+	// LocationSet says its console (ConsumerPolicy) set them rather than
+	// the geo service.
+	Region      string
+	City        string
+	LocationSet bool
 	// Placement is the configured policy; AppliedPlacement is what the
 	// broker applied (it falls back for unknown policies).
 	Placement        api.Placement
@@ -147,6 +157,15 @@ type ConsumerStatus struct {
 type UnfitPod struct {
 	Namespace, Name string
 	Requests        corev1.ResourceList
+}
+
+// LocationSetter is an optional capability of a ConsumerBackend: the
+// consumer console shows its location picker when its backend has it (and
+// ConsoleOptions.Places offers cities).
+type LocationSetter interface {
+	// SetLocation sets where the consumer says it is (nil: back to its
+	// address's geo lookup); the broker sees it with the next heartbeat.
+	SetLocation(ctx context.Context, loc *api.Topology) error
 }
 
 // ReservationSpec is a manual reservation request.

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
 
@@ -37,7 +38,10 @@ type ConsoleOptions struct {
 	// Currency is the ISO 4217 code prices are shown in (default
 	// DefaultCurrency).
 	Currency string
-	Log      *slog.Logger
+	// Places are the cities the location picker offers (city, region and
+	// coordinates; the geo data's, e.g. geo.Places()). Empty: no picker.
+	Places []api.Topology
+	Log    *slog.Logger
 }
 
 func newConsoleSite(opts ConsoleOptions) (*site, error) {
@@ -53,6 +57,7 @@ func newConsoleSite(opts ConsoleOptions) (*site, error) {
 		return nil, err
 	}
 	s.currency = cur
+	s.places = newPlaces(opts.Places)
 	a, err := auth.NewAuthenticator(auth.Options{Verifier: opts.Token, Secure: opts.SecureCookie, Now: s.clock.Now})
 	if err != nil {
 		return nil, err

@@ -26,6 +26,7 @@ type ConsumerConsole struct {
 	site     *site
 	backend  ConsumerBackend
 	workload WorkloadBackend // nil when the backend has no workload switch
+	locator  LocationSetter  // nil when the backend cannot set the location
 }
 
 // NewConsumerConsole builds the console over backend. When backend also
@@ -40,6 +41,9 @@ func NewConsumerConsole(backend ConsumerBackend, opts ConsoleOptions) (*Consumer
 	}
 	cc := &ConsumerConsole{site: s, backend: backend}
 	cc.workload, _ = backend.(WorkloadBackend)
+	if len(s.places) > 0 {
+		cc.locator, _ = backend.(LocationSetter)
+	}
 	s.subscribe = backend.Subscribe
 	s.render = cc.renderLive
 	return cc, nil
@@ -54,6 +58,9 @@ func (cc *ConsumerConsole) Mount(app *fiber.App) {
 	cc.site.route(app, fiber.MethodPost, "/reservations/release", protect, cc.postRelease)
 	if cc.workload != nil {
 		cc.site.route(app, fiber.MethodPost, "/workload", protect, cc.postWorkload)
+	}
+	if cc.locator != nil {
+		cc.site.route(app, fiber.MethodPost, "/location", protect, cc.postLocation)
 	}
 }
 
@@ -75,6 +82,7 @@ var consumerFlash = map[string]string{
 	"workload": "Workload updated.",
 	"reserved": "Reservation requested.",
 	"released": "Release requested.",
+	"location": "Location set; the broker sees it with the next heartbeat, sent now.",
 }
 
 // consumerForms carries the forms' state across a failed submission.
@@ -115,6 +123,13 @@ func (cc *ConsumerConsole) render(c *fiber.Ctx, code int, f consumerForms, ok st
 		vm.Reserve = *f.reserve
 	} else {
 		vm.Reserve = reserveForm(st, "", string(api.ChunkStandard), "1")
+	}
+	if cc.locator != nil {
+		city := ""
+		if st.LocationSet {
+			city = st.City
+		}
+		vm.Location = cc.site.places.form("Now "+location(st.City, st.Region)+", "+locationSource(st.LocationSet)+".", city)
 	}
 	if cc.workload != nil {
 		if f.workload != nil {
@@ -250,6 +265,21 @@ func parsePolicy(get func(string) string) (api.Placement, views.PolicyForm, view
 	}
 	form := policyForm(api.Placement{Type: pt, Weights: &api.Weights{Price: vals[0], Carbon: vals[1], Distance: vals[2], FreeCapacity: vals[3]}})
 	return placement, form, errs
+}
+
+// postLocation sets (or clears) where the consumer says it is.
+func (cc *ConsumerConsole) postLocation(c *fiber.Ctx) error {
+	if err := cc.site.checkWrite(c); err != nil {
+		return cc.site.csrfRefused(c, err)
+	}
+	loc, errs := cc.site.places.parse(formValue(c, "city"))
+	if len(errs) > 0 {
+		return cc.render(c, fiber.StatusUnprocessableEntity, consumerForms{errs: errs}, "")
+	}
+	if err := cc.locator.SetLocation(c.UserContext(), loc); err != nil {
+		return cc.render(c, backendStatus(err), consumerForms{bad: "Location not set: " + err.Error()}, "")
+	}
+	return c.Redirect(cc.site.path("/?ok=location"), fiber.StatusSeeOther)
 }
 
 func (cc *ConsumerConsole) postWorkload(c *fiber.Ctx) error {
@@ -422,7 +452,7 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 		ClusterID: st.ClusterID, Workload: workload,
 		Facts: []views.KV{
 			{Label: "Cluster", Value: st.ClusterID},
-			{Label: "Location", Value: location(st.City, st.Region)},
+			{Label: "Location", Value: sourced(location(st.City, st.Region), st.LocationSet)},
 			{Label: "Policy", Value: policyLabel(st.Placement.Type, st.AppliedPlacement)},
 			{Label: "Chosen provider", Value: chosen},
 			{Label: "Last heartbeat", Value: ago(now, st.LastHeartbeat)},

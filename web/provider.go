@@ -45,6 +45,9 @@ func (p *ProviderConsole) Mount(app *fiber.App) {
 	protect := p.site.mountCommon(app)
 	p.site.route(app, fiber.MethodGet, "/", protect, p.get)
 	p.site.route(app, fiber.MethodPost, "/sharing", protect, p.postSharing)
+	if len(p.site.places) > 0 {
+		p.site.route(app, fiber.MethodPost, "/location", protect, p.postLocation)
+	}
 }
 
 // App returns a new Fiber app (see NewApp) with the console mounted.
@@ -61,7 +64,8 @@ func (p *ProviderConsole) Run(ctx context.Context) error { return p.site.run(ctx
 func (p *ProviderConsole) DropClients(ctx context.Context) { p.site.hub.DropAll(ctx) }
 
 var providerFlash = map[string]string{
-	"sharing": "Applied. The new configuration was advertised to the broker.",
+	"sharing":  "Applied. The new configuration was advertised to the broker.",
+	"location": "Location set and advertised to the broker.",
 }
 
 func (p *ProviderConsole) get(c *fiber.Ctx) error {
@@ -78,7 +82,38 @@ func (p *ProviderConsole) render(c *fiber.Ctx, code int, form views.SharingForm,
 		return p.unavailable(c, err)
 	}
 	vm := views.ProviderConsole{Status: providerStatusView(p.site.clock.Now(), st, p.site.currency), Form: form, Errors: errs, Flash: ok, FormError: bad}
+	if cfg, err := p.backend.SharingConfig(c.UserContext()); err == nil {
+		city := ""
+		if cfg.Location != nil {
+			city = cfg.Location.City
+		}
+		vm.Location = p.site.places.form("Now "+topologyLocation(st.Topology)+", "+locationSource(st.LocationSet)+".", city)
+	}
 	return p.site.renderPage(c, code, views.ProviderPage(p.site.page(c, "Provider console", st.ClusterID, true), vm))
+}
+
+// postLocation sets (or clears) the provider's location in its sharing
+// configuration, which is stored and advertised at once.
+func (p *ProviderConsole) postLocation(c *fiber.Ctx) error {
+	if err := p.site.checkWrite(c); err != nil {
+		return p.site.csrfRefused(c, err)
+	}
+	ctx := c.UserContext()
+	cfg, err := p.backend.SharingConfig(ctx)
+	if err != nil {
+		return p.unavailable(c, err)
+	}
+	loc, errs := p.site.places.parse(formValue(c, "city"))
+	if len(errs) > 0 {
+		return p.render(c, fiber.StatusUnprocessableEntity, sharingFormFromConfig(cfg), errs, "", "")
+	}
+	cfg.Location = loc
+	if err := p.backend.ApplySharing(ctx, cfg); err != nil {
+		p.site.log.Warn("provider console: setting the location failed", "err", err)
+		return p.render(c, backendStatus(err), sharingFormFromConfig(cfg), nil, "", "Location not set: "+err.Error())
+	}
+	p.site.log.Info("provider console: location set", "city", formValue(c, "city"), "remote", c.IP())
+	return c.Redirect(p.site.path("/?ok=location"), fiber.StatusSeeOther)
 }
 
 func (p *ProviderConsole) unavailable(c *fiber.Ctx, err error) error {
@@ -292,7 +327,7 @@ func providerStatusView(now time.Time, st ProviderStatus, cur string) views.Prov
 	}
 	v.Facts = []views.KV{
 		{Label: "Cluster", Value: st.ClusterID},
-		{Label: "Location (discovered)", Value: topologyLocation(st.Topology)},
+		{Label: "Location", Value: sourced(topologyLocation(st.Topology), st.LocationSet)},
 		{Label: "Coordinates", Value: coords},
 		{Label: "Carbon intensity now", Value: carbon(st.CarbonIntensity)},
 		{Label: "Carbon, weighted 6 h", Value: carbon(st.CarbonWeighted)},

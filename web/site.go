@@ -47,11 +47,13 @@ type site struct {
 	title  string
 	// currency is the ISO 4217 code prices are shown in.
 	currency string
-	authn    *auth.Authenticator // nil: no login
-	hub      *live.Hub
-	log      *slog.Logger
-	clock    clock.WithTicker
-	refresh  time.Duration
+	// places are the cities of the consoles' location picker.
+	places  places
+	authn   *auth.Authenticator // nil: no login
+	hub     *live.Hub
+	log     *slog.Logger
+	clock   clock.WithTicker
+	refresh time.Duration
 	// coalesce is the shortest time between two publications: a burst of
 	// changes within it is published once, at its end.
 	coalesce time.Duration

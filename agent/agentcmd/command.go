@@ -34,7 +34,6 @@ import (
 	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
 	offloadingv1beta1 "github.com/liqotech/liqo/apis/offloading/v1beta1"
 
-	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
@@ -47,6 +46,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
+	mockgeo "github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
 	simliqo "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	liqocrds "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -387,7 +387,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return err
 		}
 		if o.ConsoleListen != "" {
-			pcons, err := web.NewProviderConsole(&console.Provider{ClusterID: b.ClusterID, Agent: agent}, web.ConsoleOptions{Token: consoleToken, Currency: o.Currency, Log: log.With("component", "console")})
+			pcons, err := web.NewProviderConsole(&console.Provider{ClusterID: b.ClusterID, Agent: agent}, web.ConsoleOptions{Token: consoleToken, Currency: o.Currency, Places: mockgeo.Places(), Log: log.With("component", "console")})
 			if err != nil {
 				return err
 			}
@@ -427,15 +427,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			addrs.LocalAPI = a
 		}
 		if o.ConsoleListen != "" {
-			local, err := localapi.NewClient("http://"+addrs.LocalAPI, nil)
-			if err != nil {
-				return err
-			}
+			// The console reads the agent in process (no loopback HTTP).
 			backend := &console.Consumer{
-				ClusterID: b.ClusterID, Namespace: o.Namespace, Agent: agent, Local: local, Broker: bc, Client: cl, Pods: cl,
+				ClusterID: b.ClusterID, Namespace: o.Namespace, Agent: agent, Broker: bc, Client: cl, Pods: cl,
 				Prober: cc.Prober, Logger: log,
 			}
-			ccons, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: consoleToken, Currency: o.Currency, Log: log.With("component", "console")})
+			ccons, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: consoleToken, Currency: o.Currency, Places: mockgeo.Places(), Log: log.With("component", "console")})
 			if err != nil {
 				return err
 			}

@@ -1,8 +1,10 @@
 // Package console adapts the real provider and consumer agents to the web
 // consoles' backend interfaces (web.ProviderBackend, web.ConsumerBackend).
-// It reads only what the agents already expose (the provider's sharing
-// store and last advertisement; the consumer's local API, ConsumerPolicy
-// objects and Broker API client), so a console shows the agent's real state.
+// It reads only what the agents already expose, in process (the provider's
+// sharing store, last advertisement and broker view; the consumer agent's
+// node groups, virtual nodes, reservations and change signal, its
+// ConsumerPolicy objects and its Broker API client), so a console shows the
+// agent's real state.
 package console
 
 import (
@@ -27,14 +29,17 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 )
 
-// PollInterval is how often Subscribe checks the agents' state for a change
-// (the agents expose state, not change events).
+// PollInterval is how often the provider console's Subscribe checks the
+// provider agent's state for a change (that agent exposes state, not change
+// events; the consumer agent signals its changes).
 const PollInterval = 500 * time.Millisecond
 
 // changes signals (coalesced) whenever fingerprint's answer differs from
@@ -103,6 +108,9 @@ func (p *Provider) Status(context.Context) (web.ProviderStatus, error) {
 		return st, nil
 	}
 	st.Topology = req.Topology
+	if store := p.Agent.Sharing(); store != nil {
+		st.LocationSet = store.Config().Location != nil
+	}
 	st.CarbonIntensity = req.CarbonIntensity
 	if w, ok := placement.WeightedCarbon(req.CarbonForecast, req.CarbonIntensity); ok {
 		st.CarbonWeighted = &w
@@ -139,7 +147,7 @@ func (p *Provider) Status(context.Context) (web.ProviderStatus, error) {
 // SharingConfig returns the configuration in force.
 func (p *Provider) SharingConfig(context.Context) (web.SharingConfig, error) {
 	c := p.Agent.Sharing().Config()
-	out := web.SharingConfig{UnitPrices: c.UnitPrices, Renewable: c.Renewable, Sharing: api.Sharing{
+	out := web.SharingConfig{UnitPrices: c.UnitPrices, Renewable: c.Renewable, Location: c.Location, Sharing: api.Sharing{
 		AllowedConsumers: c.AllowedConsumers, DeniedConsumers: c.DeniedConsumers, MaxChunksPerConsumer: c.MaxChunksPerConsumer,
 	}}
 	for name, cp := range c.Capacity {
@@ -163,7 +171,7 @@ func (p *Provider) SharingConfig(context.Context) (web.SharingConfig, error) {
 // (it watches its store).
 func (p *Provider) ApplySharing(_ context.Context, cfg web.SharingConfig) error {
 	c := provider.SharingConfig{
-		UnitPrices: cfg.UnitPrices, Renewable: cfg.Renewable,
+		UnitPrices: cfg.UnitPrices, Renewable: cfg.Renewable, Location: cfg.Location,
 		AllowedConsumers: cfg.Sharing.AllowedConsumers, DeniedConsumers: cfg.Sharing.DeniedConsumers,
 		MaxChunksPerConsumer: cfg.Sharing.MaxChunksPerConsumer,
 	}
@@ -197,15 +205,6 @@ func (p *Provider) Subscribe(ctx context.Context) <-chan struct{} {
 	})
 }
 
-// LocalAPI is what the consumer console needs from the consumer agent's
-// local API (*localapi.Client).
-type LocalAPI interface {
-	NodeGroups(ctx context.Context) (*api.NodeGroupListResponse, error)
-	VirtualNodes(ctx context.Context) ([]localapi.VirtualNode, error)
-	Reserve(ctx context.Context, id string, req api.ReservationRequest) (*api.ReservationResponse, error)
-	Release(ctx context.Context, id string) (*api.ReleaseResponse, error)
-}
-
 // BrokerReader reads reservations, the unmasked node groups and the
 // placement explanation from the broker (*brokerclient.Client).
 type BrokerReader interface {
@@ -214,12 +213,27 @@ type BrokerReader interface {
 	Explanation(ctx context.Context) (api.PlacementExplanation, error)
 }
 
-// ConsumerAgent is what the console needs from *consumer.Agent.
+// ConsumerAgent is what the console needs from *consumer.Agent, read in
+// process (the console runs in the agent; nothing goes over loopback HTTP).
 type ConsumerAgent interface {
 	Policy(ctx context.Context) (*api.Placement, error)
 	BeatNow()
 	// LastHeartbeat is when the broker last accepted a heartbeat.
 	LastHeartbeat() time.Time
+	// Location is the location the last heartbeat carried (nil: unknown)
+	// and whether the ConsumerPolicy set it.
+	Location() (*consumer.Location, bool)
+	// NodeGroups is the policy-masked view the local API serves.
+	NodeGroups(ctx context.Context) (api.NodeGroupListResponse, error)
+	// VirtualNodes is the consumer's virtual nodes, as the local API lists
+	// them.
+	VirtualNodes(ctx context.Context) ([]localapi.VirtualNode, error)
+	// Reserve and Release are the local API's reservation calls; errors
+	// are the broker's (*brokerclient.Error) or the transport's.
+	Reserve(ctx context.Context, id string, req api.ReservationRequest) (api.ReservationResponse, int, error)
+	Release(ctx context.Context, id string) (api.ReleaseResponse, int, error)
+	// Subscribe signals the agent's changes (coalesced) until ctx ends.
+	Subscribe(ctx context.Context) <-chan struct{}
 }
 
 // Prober measures probe endpoints (*probe.Prober).
@@ -233,7 +247,6 @@ type Consumer struct {
 	// Namespace holds the agent's ConsumerPolicy objects.
 	Namespace string
 	Agent     ConsumerAgent
-	Local     LocalAPI
 	Broker    BrokerReader
 	// Client writes ConsumerPolicy objects.
 	Client client.Client
@@ -241,10 +254,8 @@ type Consumer struct {
 	Prober Prober
 	// Pods (optional) lists the cluster's pending pods, so the console can
 	// name the ones no chunk can fit.
-	Pods PodReader
-	// Region and City are the consumer's location ("" when unknown).
-	Region, City string
-	Logger       *slog.Logger
+	Pods   PodReader
+	Logger *slog.Logger
 	// Now is the clock of the manual reservations' retention (default
 	// time.Now).
 	Now func() time.Time
@@ -281,7 +292,10 @@ var _ web.ConsumerBackend = (*Consumer)(nil)
 // consumer holds (from its virtual nodes and the console's manual ones, read
 // from the broker) and the virtual nodes.
 func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
-	st := web.ConsumerStatus{ClusterID: c.ClusterID, Region: c.Region, City: c.City, LastHeartbeat: c.Agent.LastHeartbeat()}
+	st := web.ConsumerStatus{ClusterID: c.ClusterID, LastHeartbeat: c.Agent.LastHeartbeat()}
+	if loc, set := c.Agent.Location(); loc != nil {
+		st.Region, st.City, st.LocationSet = loc.Region, loc.City, set
+	}
 	pl, err := c.Agent.Policy(ctx)
 	if err != nil {
 		return st, fmt.Errorf("reading the ConsumerPolicy: %w", err)
@@ -290,9 +304,9 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 		// AppliedPlacement comes with the node groups below.
 		st.Placement = *pl
 	}
-	groups, err := c.Local.NodeGroups(ctx)
+	groups, err := c.Agent.NodeGroups(ctx)
 	if err != nil {
-		return st, fmt.Errorf("reading the node groups from the local API: %w", err)
+		return st, fmt.Errorf("reading the node groups: %w", err)
 	}
 	for _, g := range groups.NodeGroups {
 		if g.MaxSize > g.CurrentReserved {
@@ -336,9 +350,9 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 			}
 		}
 	}
-	vns, err := c.Local.VirtualNodes(ctx)
+	vns, err := c.Agent.VirtualNodes(ctx)
 	if err != nil {
-		return st, fmt.Errorf("reading the virtual nodes from the local API: %w", err)
+		return st, fmt.Errorf("reading the virtual nodes: %w", err)
 	}
 	st.VirtualNodes = c.virtualNodes(vns)
 	st.Reservations = c.reservations(ctx, vns)
@@ -432,7 +446,26 @@ func (c *Consumer) SetPolicy(ctx context.Context, p api.Placement) error {
 	if p.Weights != nil {
 		spec.Weights = &fav1alpha1.PlacementWeights{Price: p.Weights.Price, Carbon: p.Weights.Carbon, Distance: p.Weights.Distance, FreeCapacity: p.Weights.FreeCapacity}
 	}
-	if err := SetPolicy(ctx, c.Client, c.Namespace, spec); err != nil {
+	return c.updatePolicy(ctx, func(s *fav1alpha1.ConsumerPolicySpec) { s.Placement = spec })
+}
+
+// SetLocation sets (nil: clears) the location the consumer's heartbeats
+// carry instead of the geo service's, in the agent's ConsumerPolicy, and
+// asks for a heartbeat at once: the broker sees it within a heartbeat.
+func (c *Consumer) SetLocation(ctx context.Context, loc *api.Topology) error {
+	var set *fav1alpha1.Location
+	if loc != nil {
+		if fe := loc.Check("location"); fe != nil {
+			return web.Classify(web.ErrInvalid, fe)
+		}
+		set = &fav1alpha1.Location{City: loc.City, Region: loc.Region, Latitude: loc.Latitude, Longitude: loc.Longitude}
+	}
+	return c.updatePolicy(ctx, func(s *fav1alpha1.ConsumerPolicySpec) { s.Location = set })
+}
+
+// updatePolicy changes the agent's ConsumerPolicy and asks for a heartbeat.
+func (c *Consumer) updatePolicy(ctx context.Context, change func(*fav1alpha1.ConsumerPolicySpec)) error {
+	if err := UpdatePolicy(ctx, c.Client, c.Namespace, change); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
 			return web.Classify(web.ErrInvalid, err)
 		}
@@ -445,30 +478,38 @@ func (c *Consumer) SetPolicy(ctx context.Context, p api.Placement) error {
 // SetPolicy writes spec into the ConsumerPolicy the consumer agent reads in
 // namespace (the lowest name), creating PolicyName when there is none.
 func SetPolicy(ctx context.Context, cl client.Client, namespace string, spec fav1alpha1.Placement) error {
+	return UpdatePolicy(ctx, cl, namespace, func(s *fav1alpha1.ConsumerPolicySpec) { s.Placement = spec })
+}
+
+// UpdatePolicy applies change to the spec of the ConsumerPolicy the consumer
+// agent reads in namespace (the lowest name), creating PolicyName when there
+// is none.
+func UpdatePolicy(ctx context.Context, cl client.Client, namespace string, change func(*fav1alpha1.ConsumerPolicySpec)) error {
 	var list fav1alpha1.ConsumerPolicyList
 	if err := cl.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return fmt.Errorf("listing ConsumerPolicies in %s: %w", namespace, err)
 	}
 	if len(list.Items) == 0 {
-		cp := &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Namespace: namespace}, Spec: fav1alpha1.ConsumerPolicySpec{Placement: spec}}
+		cp := &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Namespace: namespace}}
+		change(&cp.Spec)
 		if err := cl.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating ConsumerPolicy %s/%s: %w", namespace, PolicyName, err)
 		} else if err == nil {
 			return nil
 		}
-		return SetPolicy(ctx, cl, namespace, spec)
+		return UpdatePolicy(ctx, cl, namespace, change)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
 	cp := list.Items[0]
-	cp.Spec.Placement = spec
+	change(&cp.Spec)
 	if err := cl.Update(ctx, &cp); err != nil {
 		return fmt.Errorf("updating ConsumerPolicy %s/%s: %w", namespace, cp.Name, err)
 	}
 	return nil
 }
 
-// CreateReservation reserves through the local API, as the adapter does,
-// under a new id.
+// CreateReservation reserves as the adapter does through the local API (the
+// agent's own code, in process), under a new id.
 func (c *Consumer) CreateReservation(ctx context.Context, spec web.ReservationSpec) (string, error) {
 	if spec.ChunkType == "" {
 		spec.ChunkType = api.ChunkStandard
@@ -490,7 +531,7 @@ func (c *Consumer) CreateReservation(ctx context.Context, spec web.ReservationSp
 	}
 	c.manual[id] = &manualReservation{}
 	c.mu.Unlock()
-	if _, err := c.Local.Reserve(ctx, id, req); err != nil {
+	if _, _, err := c.Agent.Reserve(ctx, id, req); err != nil {
 		c.mu.Lock()
 		delete(c.manual, id)
 		c.mu.Unlock()
@@ -512,12 +553,12 @@ type plainError struct {
 func (e *plainError) Error() string { return e.msg }
 func (e *plainError) Unwrap() error { return e.err }
 
-// reserveRefusal says in plain words why the broker (through the local
-// API) refused a manual reservation, classified for the console's status.
+// reserveRefusal says in plain words why the broker refused a manual
+// reservation, classified for the console's status.
 func reserveRefusal(spec web.ReservationSpec, err error) error {
-	var le *localapi.Error
+	var le *brokerclient.Error
 	if !errors.As(err, &le) {
-		return &plainError{msg: "the consumer agent could not be reached; try again in a moment", err: err}
+		return &plainError{msg: "the broker could not be reached; try again in a moment", err: err}
 	}
 	p, t := spec.ProviderClusterID, spec.ChunkType
 	var msg string
@@ -542,20 +583,20 @@ func reserveRefusal(spec web.ReservationSpec, err error) error {
 	return classify(&plainError{msg: msg, err: err})
 }
 
-// ReleaseReservation releases through the local API.
+// ReleaseReservation releases as the local API does (in process).
 func (c *Consumer) ReleaseReservation(ctx context.Context, id string) error {
 	if fe := api.CheckReservationID("reservation id", id); fe != nil {
 		return web.Classify(web.ErrInvalid, fe)
 	}
-	_, err := c.Local.Release(ctx, id)
+	_, _, err := c.Agent.Release(ctx, id)
 	return classify(err)
 }
 
-// classify marks the local API's refusals (400, 403, 404, 409, passed
-// through from the broker) with the console's error classes, so the console
-// answers 400, 404 or 409 instead of 502.
+// classify marks the broker's refusals (400, 403, 404, 409, 412) with the
+// console's error classes, so the console answers 400, 404 or 409 instead of
+// 502.
 func classify(err error) error {
-	switch localapi.StatusOf(err) {
+	switch brokerclient.StatusOf(err) {
 	case http.StatusBadRequest, http.StatusForbidden, http.StatusPreconditionFailed:
 		return web.Classify(web.ErrInvalid, err)
 	case http.StatusNotFound:
@@ -566,11 +607,8 @@ func classify(err error) error {
 	return err
 }
 
-// Subscribe signals when the policy or the virtual nodes change.
+// Subscribe is the agent's change signal: the console pushes when the agent
+// changed something, not on a timer.
 func (c *Consumer) Subscribe(ctx context.Context) <-chan struct{} {
-	return changes(ctx, PollInterval, func(ctx context.Context) string {
-		pl, _ := c.Agent.Policy(ctx)
-		vns, _ := c.Local.VirtualNodes(ctx)
-		return hash([]any{pl, vns})
-	})
+	return c.Agent.Subscribe(ctx)
 }

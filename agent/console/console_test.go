@@ -20,7 +20,10 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
+	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 )
@@ -83,35 +86,49 @@ func TestProviderSharingRoundTrip(t *testing.T) {
 	}
 }
 
-type consumerAgent struct{ cl client.Client }
+// consumerAgent is the consumer agent as the console reads it in process:
+// policies from the fake client, the node groups and virtual nodes it
+// holds, and the reservations it was asked for.
+type consumerAgent struct {
+	cl       client.Client
+	groups   []api.NodeGroupView
+	vns      []localapi.VirtualNode
+	reserved []api.ReservationRequest
+	loc      *consumer.Location
+	locSet   bool
+	err      error // Reserve's answer
+	sig      signal.Signal
+}
 
-func (a consumerAgent) Policy(ctx context.Context) (*api.Placement, error) {
+func (a *consumerAgent) Policy(ctx context.Context) (*api.Placement, error) {
+	if a.cl == nil {
+		return nil, nil
+	}
 	var list fav1alpha1.ConsumerPolicyList
 	if err := a.cl.List(ctx, &list); err != nil || len(list.Items) == 0 {
 		return nil, err
 	}
 	return &api.Placement{Type: api.PlacementType(list.Items[0].Spec.Placement.Type)}, nil
 }
-func (consumerAgent) BeatNow() {}
-
-func (consumerAgent) LastHeartbeat() time.Time { return time.Time{} }
-
-type local struct {
-	groups   []api.NodeGroupView
-	vns      []localapi.VirtualNode
-	reserved []api.ReservationRequest
+func (*consumerAgent) BeatNow()                                        {}
+func (*consumerAgent) LastHeartbeat() time.Time                        { return time.Time{} }
+func (a *consumerAgent) Location() (*consumer.Location, bool)          { return a.loc, a.locSet }
+func (a *consumerAgent) Subscribe(ctx context.Context) <-chan struct{} { return a.sig.Subscribe(ctx) }
+func (a *consumerAgent) NodeGroups(context.Context) (api.NodeGroupListResponse, error) {
+	return api.NodeGroupListResponse{NodeGroups: a.groups}, nil
 }
-
-func (l *local) NodeGroups(context.Context) (*api.NodeGroupListResponse, error) {
-	return &api.NodeGroupListResponse{NodeGroups: l.groups}, nil
+func (a *consumerAgent) VirtualNodes(context.Context) ([]localapi.VirtualNode, error) {
+	return a.vns, nil
 }
-func (l *local) VirtualNodes(context.Context) ([]localapi.VirtualNode, error) { return l.vns, nil }
-func (l *local) Reserve(_ context.Context, _ string, r api.ReservationRequest) (*api.ReservationResponse, error) {
-	l.reserved = append(l.reserved, r)
-	return &api.ReservationResponse{}, nil
+func (a *consumerAgent) Reserve(_ context.Context, _ string, r api.ReservationRequest) (api.ReservationResponse, int, error) {
+	if a.err != nil {
+		return api.ReservationResponse{}, 0, a.err
+	}
+	a.reserved = append(a.reserved, r)
+	return api.ReservationResponse{}, 201, nil
 }
-func (l *local) Release(context.Context, string) (*api.ReleaseResponse, error) {
-	return &api.ReleaseResponse{}, nil
+func (*consumerAgent) Release(context.Context, string) (api.ReleaseResponse, int, error) {
+	return api.ReleaseResponse{}, 202, nil
 }
 
 type broker struct{ all []api.NodeGroupView }
@@ -141,8 +158,8 @@ func TestConsumer(t *testing.T) {
 		{ID: "ng-sydney-standard", ProviderClusterID: "sydney", MaxSize: 4, CurrentReserved: 1},
 	}
 	all := append(masked, api.NodeGroupView{ID: "ng-montreal-standard", ProviderClusterID: "montreal", MaxSize: 4})
-	l := &local{groups: masked, vns: []localapi.VirtualNode{{Name: "vn-1", ReservationID: "r1", ProviderClusterID: "sydney", Phase: localapi.PhaseRunning}}}
-	c := &Consumer{ClusterID: "london", Namespace: "fa", Agent: consumerAgent{cl}, Local: l, Broker: broker{all: all}, Client: cl}
+	l := &consumerAgent{cl: cl, groups: masked, vns: []localapi.VirtualNode{{Name: "vn-1", ReservationID: "r1", ProviderClusterID: "sydney", Phase: localapi.PhaseRunning}}}
+	c := &Consumer{ClusterID: "london", Namespace: "fa", Agent: l, Broker: broker{all: all}, Client: cl}
 
 	// SetPolicy creates the policy, then updates the one in force.
 	for _, p := range []api.PlacementType{api.PlacementPrice, api.PlacementEco} {
@@ -299,8 +316,7 @@ func (b *phaseBroker) readsOf(id string) int {
 func TestManualReservationsEndAndAreDropped(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
 	b := &phaseBroker{phase: map[string]api.Phase{}, reads: map[string]int{}}
-	l := &local{}
-	c := &Consumer{ClusterID: "london", Agent: consumerAgent{fake.NewClientBuilder().Build()}, Local: l, Broker: b, Now: func() time.Time { return now }}
+	c := &Consumer{ClusterID: "london", Agent: &consumerAgent{cl: fake.NewClientBuilder().Build()}, Broker: b, Now: func() time.Time { return now }}
 	ctx := context.Background()
 	id, err := c.CreateReservation(ctx, web.ReservationSpec{ProviderClusterID: "paris", ChunkCount: 1})
 	if err != nil {
@@ -345,15 +361,6 @@ func TestManualReservationsEndAndAreDropped(t *testing.T) {
 	}
 }
 
-type refusingLocal struct {
-	local
-	err error
-}
-
-func (l *refusingLocal) Reserve(context.Context, string, api.ReservationRequest) (*api.ReservationResponse, error) {
-	return nil, l.err
-}
-
 // A refused manual reservation is explained in plain words, without ids or
 // status codes, and keeps its class for the console's status.
 func TestReserveRefusalInPlainWords(t *testing.T) {
@@ -362,14 +369,14 @@ func TestReserveRefusalInPlainWords(t *testing.T) {
 		want  string
 		class error
 	}{
-		{&localapi.Error{Status: 404, Code: api.CodeNotFound, Message: `node group "paris-gpu" not found`}, "paris offers no gpu chunks", web.ErrNotFound},
-		{&localapi.Error{Status: 409, Code: api.CodeInsufficientCapacity, Message: "no capacity on ng-paris-gpu"}, "paris has no free gpu chunk left", web.ErrConflict},
-		{&localapi.Error{Status: 403, Code: api.CodeForbidden, Message: "sharing"}, "paris does not lend more gpu chunks to this cluster (its sharing rules or its per-consumer quota)", web.ErrInvalid},
-		{&localapi.Error{Status: 503, Code: api.CodeServiceUnavailable, Message: "stale"}, "paris has stopped advertising; try again when it is back", nil},
-		{errors.New("dial tcp 127.0.0.1:9090: connection refused"), "the consumer agent could not be reached; try again in a moment", nil},
+		{&brokerclient.Error{Status: 404, Code: api.CodeNotFound, Message: `node group "paris-gpu" not found`}, "paris offers no gpu chunks", web.ErrNotFound},
+		{&brokerclient.Error{Status: 409, Code: api.CodeInsufficientCapacity, Message: "no capacity on ng-paris-gpu"}, "paris has no free gpu chunk left", web.ErrConflict},
+		{&brokerclient.Error{Status: 403, Code: api.CodeForbidden, Message: "sharing"}, "paris does not lend more gpu chunks to this cluster (its sharing rules or its per-consumer quota)", web.ErrInvalid},
+		{&brokerclient.Error{Status: 503, Code: api.CodeServiceUnavailable, Message: "stale"}, "paris has stopped advertising; try again when it is back", nil},
+		{errors.New("dial tcp 10.0.0.1:8443: connection refused"), "the broker could not be reached; try again in a moment", nil},
 	}
 	for _, tc := range cases {
-		c := &Consumer{ClusterID: "london", Local: &refusingLocal{err: tc.err}}
+		c := &Consumer{ClusterID: "london", Agent: &consumerAgent{err: tc.err}}
 		_, err := c.CreateReservation(context.Background(), web.ReservationSpec{ProviderClusterID: "paris", ChunkType: api.ChunkGPU, ChunkCount: 1})
 		if err == nil || err.Error() != tc.want {
 			t.Errorf("%v: message %q, want %q", tc.err, err, tc.want)

@@ -27,6 +27,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
+	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -134,6 +135,8 @@ type Agent struct {
 	policyErr string
 
 	reserveToPeer prometheus.Histogram
+	// changes signals the console after every change it shows (Subscribe).
+	changes signal.Signal
 }
 
 // New validates cfg and builds the agent.
@@ -213,6 +216,7 @@ func New(cfg Config) (*Agent, error) {
 			}
 		},
 		HandlerFinished: func(id string, kind api.InstructionKind, status string, d time.Duration) {
+			a.changes.Notify() // a virtual node peered, unpeered or cleaned up
 			if cfg.Tracker != nil {
 				cfg.Tracker.HandlerFinished(id)
 			}
@@ -329,15 +333,22 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 		}
 		a.count("error")
 		a.mu.Lock()
+		wasOK := a.beatOK
 		a.beatOK = false
 		a.lastBody = nil
 		a.mu.Unlock()
 		*resyncDue = true
+		if wasOK {
+			a.changes.Notify()
+		}
 		return
 	}
 	a.count("ok")
 	a.beatStreak.Succeeded(ctx)
 	a.mu.Lock()
+	if !same || !a.beatOK {
+		defer a.changes.Notify() // the policy, location or RTTs the broker has changed
+	}
 	a.beatOK = true
 	a.lastBody = &req
 	a.lastAck = resp.AckAt.Time

@@ -71,15 +71,26 @@ func writeBrokerError(w http.ResponseWriter, err error) {
 }
 
 func (a *Agent) getNodeGroups(w http.ResponseWriter, r *http.Request) {
-	view, err := a.cfg.Broker.NodeGroups(r.Context())
+	view, err := a.NodeGroups(r.Context())
 	if err != nil {
 		writeBrokerError(w, err)
 		return
 	}
-	if view.LatencyShortlist && a.cfg.Prober != nil {
-		a.remask(r.Context(), &view)
-	}
 	writeJSON(w, http.StatusOK, view)
+}
+
+// NodeGroups is the node-group view the local API serves: the broker's,
+// masked by the consumer's policy, re-masked by measured RTTs under the
+// Latency policy. The consumer console reads it in process.
+func (a *Agent) NodeGroups(ctx context.Context) (api.NodeGroupListResponse, error) {
+	view, err := a.cfg.Broker.NodeGroups(ctx)
+	if err != nil {
+		return view, err
+	}
+	if view.LatencyShortlist && a.cfg.Prober != nil {
+		a.remask(ctx, &view)
+	}
+	return view, nil
 }
 
 func (a *Agent) postReservation(w http.ResponseWriter, r *http.Request) {
@@ -88,26 +99,40 @@ func (a *Agent) postReservation(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, derr)
 		return
 	}
+	resp, status, err := a.Reserve(r.Context(), id, req)
+	if err != nil {
+		writeBrokerError(w, err)
+		return
+	}
+	w.Header().Set(api.HeaderReservationID, id)
+	writeJSON(w, status, resp)
+}
+
+// Reserve reserves at the broker under id, as POST /local/reservations
+// does (req is validated by the caller: api.ReservationRequest.Validate):
+// after a 412 (the broker restarted and does not know the consumer) it
+// heartbeats and retries once. The status is the broker's (201 new, 200
+// replay); an error is the broker's (*brokerclient.Error) or the transport's.
+func (a *Agent) Reserve(ctx context.Context, id string, req api.ReservationRequest) (api.ReservationResponse, int, error) {
 	// Recorded before the call: the Peer can start before the answer is back.
 	_, replay := a.reserved.LoadOrStore(id, a.cfg.Clock.Now())
-	resp, status, err := a.cfg.Broker.Reserve(r.Context(), id, req)
+	resp, status, err := a.cfg.Broker.Reserve(ctx, id, req)
 	if brokerclient.StatusOf(err) == http.StatusPreconditionFailed {
 		// The broker does not know us (it restarted): heartbeat, retry once.
 		a.BeatNow()
-		if herr := a.heartbeatOnce(r.Context()); herr == nil {
-			resp, status, err = a.cfg.Broker.Reserve(r.Context(), id, req)
+		if herr := a.heartbeatOnce(ctx); herr == nil {
+			resp, status, err = a.cfg.Broker.Reserve(ctx, id, req)
 		}
 	}
 	if err != nil {
 		if !replay {
 			a.reserved.Delete(id)
 		}
-		writeBrokerError(w, err)
-		return
+		return resp, status, err
 	}
 	a.held.Store(id, struct{}{})
-	w.Header().Set(api.HeaderReservationID, id)
-	writeJSON(w, status, resp)
+	a.changes.Notify()
+	return resp, status, nil
 }
 
 // decodeLocalReservation decodes and validates POST /local/reservations
@@ -153,29 +178,58 @@ func (a *Agent) deleteReservation(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, fe.APIError())
 		return
 	}
-	resp, status, err := a.cfg.Broker.Release(r.Context(), id)
+	resp, status, err := a.Release(r.Context(), id)
 	if err != nil {
 		writeBrokerError(w, err)
 		return
 	}
-	a.reserved.Delete(id)
-	a.held.Delete(id)
 	writeJSON(w, status, resp)
 }
 
+// Release releases reservation id at the broker, as DELETE
+// /local/reservations/{id} does (id is checked by the caller:
+// api.CheckReservationID).
+func (a *Agent) Release(ctx context.Context, id string) (api.ReleaseResponse, int, error) {
+	resp, status, err := a.cfg.Broker.Release(ctx, id)
+	if err != nil {
+		return resp, status, err
+	}
+	a.reserved.Delete(id)
+	a.held.Delete(id)
+	a.changes.Notify()
+	return resp, status, nil
+}
+
 func (a *Agent) getVirtualNodes(w http.ResponseWriter, r *http.Request) {
-	list, err := a.listVNS(r.Context())
+	vns, err := a.VirtualNodes(r.Context())
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, api.CodeInternalError, err.Error(), "")
 		return
 	}
-	out := localapi.VirtualNodeList{VirtualNodes: make([]localapi.VirtualNode, 0, len(list))}
-	for _, v := range list {
-		out.VirtualNodes = append(out.VirtualNodes, VirtualNodeView(v))
-	}
-	sort.Slice(out.VirtualNodes, func(i, j int) bool { return out.VirtualNodes[i].ReservationID < out.VirtualNodes[j].ReservationID })
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, localapi.VirtualNodeList{VirtualNodes: vns})
 }
+
+// VirtualNodes is the list GET /local/virtual-nodes serves, sorted by
+// reservation id (never nil).
+func (a *Agent) VirtualNodes(ctx context.Context) ([]localapi.VirtualNode, error) {
+	list, err := a.listVNS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]localapi.VirtualNode, 0, len(list))
+	for _, v := range list {
+		out = append(out, VirtualNodeView(v))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ReservationID < out[j].ReservationID })
+	return out, nil
+}
+
+// Subscribe signals (coalesced) after every change of the agent's state
+// its console shows: a reservation made or released, a virtual node's
+// state written, an instruction handled, a heartbeat whose content or
+// answer changed (policy, location, RTTs, the broker's view), until ctx
+// ends. The consumer console pushes on it instead of polling.
+func (a *Agent) Subscribe(ctx context.Context) <-chan struct{} { return a.changes.Subscribe(ctx) }
 
 // VirtualNodeView projects a VirtualNodeState for the adapter.
 func VirtualNodeView(v fav1alpha1.VirtualNodeState) localapi.VirtualNode {

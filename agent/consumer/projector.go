@@ -206,5 +206,9 @@ func (p *projector) reconcile(ctx context.Context, v *fav1alpha1.VirtualNodeStat
 		return nil
 	}
 	v.Status = *want
-	return p.a.cfg.Client.Status().Update(ctx, v)
+	if err := p.a.cfg.Client.Status().Update(ctx, v); err != nil {
+		return err
+	}
+	p.a.changes.Notify() // the console shows the virtual node's state
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -22,14 +23,15 @@ const Payload = "fa-probe"
 // Responder echoes every UDP datagram back to its sender.
 type Responder struct {
 	conn *net.UDPConn
-	// delay is added before every echo (see SetDelay).
-	delay time.Duration
+	// delay is added before every echo, in nanoseconds (see SetDelay).
+	delay atomic.Int64
 }
 
 // SetDelay adds d before every echo, so one machine can model the network
-// distance between clusters (the demo's providers). Call it before Serve.
-// Each echo waits in its own goroutine, so a delay does not queue probes.
-func (r *Responder) SetDelay(d time.Duration) { r.delay = d }
+// distance between clusters (the demo's providers, which move when their
+// location changes). It may be called while Serve runs. Each echo waits in
+// its own goroutine, so a delay does not queue probes.
+func (r *Responder) SetDelay(d time.Duration) { r.delay.Store(int64(d)) }
 
 // Listen opens a UDP echo responder on addr ("127.0.0.1:0", ":5000").
 func Listen(addr string) (*Responder, error) {
@@ -62,12 +64,13 @@ func (r *Responder) Serve(ctx context.Context) error {
 			}
 			return fmt.Errorf("reading a probe: %w", err)
 		}
-		if r.delay <= 0 {
+		delay := time.Duration(r.delay.Load())
+		if delay <= 0 {
 			_, _ = r.conn.WriteToUDP(buf[:n], from)
 			continue
 		}
 		reply := append([]byte(nil), buf[:n]...)
-		time.AfterFunc(r.delay, func() { _, _ = r.conn.WriteToUDP(reply, from) })
+		time.AfterFunc(delay, func() { _, _ = r.conn.WriteToUDP(reply, from) })
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"sort"
 	"sync"
 	"time"
 
@@ -13,11 +14,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
@@ -47,7 +50,8 @@ func (f *Federation) providerConsole(ctx context.Context, o Options, port int, p
 	if err != nil {
 		return "", err
 	}
-	pc, err := web.NewProviderConsole(&console.Provider{ClusterID: p.Spec.ID, Agent: p.Agent}, web.ConsoleOptions{Token: tok, Refresh: 2 * time.Second, Log: o.Logger.With("console", p.Spec.ID)})
+	backend := &movableProvider{Provider: &console.Provider{ClusterID: p.Spec.ID, Agent: p.Agent}, moved: f.retuneProbes}
+	pc, err := web.NewProviderConsole(backend, web.ConsoleOptions{Token: tok, Refresh: 2 * time.Second, Places: geo.Places(), Log: o.Logger.With("console", p.Spec.ID)})
 	if err != nil {
 		return "", err
 	}
@@ -59,19 +63,19 @@ func (f *Federation) providerConsole(ctx context.Context, o Options, port int, p
 	return "http://" + urlHost(ln), nil
 }
 
-func (f *Federation) consumerConsole(ctx context.Context, o Options, c *Consumer, cl client.Client, kube kubernetes.Interface, bc *brokerclient.Client, local *localapi.Client) (string, error) {
+func (f *Federation) consumerConsole(ctx context.Context, o Options, c *Consumer, cl client.Client, kube kubernetes.Interface, bc *brokerclient.Client) (string, error) {
 	tok, err := auth.NewStaticToken(f.ConsoleToken)
 	if err != nil {
 		return "", err
 	}
 	backend := &workloadConsumer{
 		Consumer: &console.Consumer{
-			ClusterID: c.ID, Namespace: c.Namespace, Agent: c.Agent, Local: local, Broker: bc, Client: cl, Pods: cl,
-			Prober: probe.NewProber(probe.ProberConfig{}), Region: "ENG", City: "London", Logger: o.Logger,
+			ClusterID: c.ID, Namespace: c.Namespace, Agent: c.Agent, Broker: bc, Client: cl, Pods: cl,
+			Prober: probe.NewProber(probe.ProberConfig{}), Logger: o.Logger,
 		},
-		w: c.Workload, kube: kube,
+		w: c.Workload, kube: kube, f: f, settings: consumerSettingsPath(o),
 	}
-	cc, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: tok, Refresh: 2 * time.Second, Log: o.Logger.With("console", c.ID)})
+	cc, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: tok, Refresh: 2 * time.Second, Places: geo.Places(), Log: o.Logger.With("console", c.ID)})
 	if err != nil {
 		return "", err
 	}
@@ -84,11 +88,60 @@ func (f *Federation) consumerConsole(ctx context.Context, o Options, c *Consumer
 }
 
 // workloadConsumer adds the demo workload switch (web.WorkloadBackend) to
-// the consumer console.
+// the consumer console, keeps the consumer's settings (policy, location,
+// workload) in the data folder across runs (the simulated cluster does not
+// outlive one) and moves the providers' probe delays with the location.
 type workloadConsumer struct {
 	*console.Consumer
-	w    *cluster.Workload
-	kube kubernetes.Interface
+	w        *cluster.Workload
+	kube     kubernetes.Interface
+	f        *Federation
+	settings string
+}
+
+// SetPolicy applies and saves the policy.
+func (b *workloadConsumer) SetPolicy(ctx context.Context, p api.Placement) error {
+	if err := b.Consumer.SetPolicy(ctx, p); err != nil {
+		return err
+	}
+	return b.save(ctx)
+}
+
+// SetLocation applies and saves the location, and moves the probe delays.
+func (b *workloadConsumer) SetLocation(ctx context.Context, loc *api.Topology) error {
+	if err := b.Consumer.SetLocation(ctx, loc); err != nil {
+		return err
+	}
+	b.f.setConsumerLocation(loc)
+	return b.save(ctx)
+}
+
+func (b *workloadConsumer) save(ctx context.Context) error {
+	var list fav1alpha1.ConsumerPolicyList
+	if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace)); err != nil {
+		return fmt.Errorf("reading the policy to save it: %w", err)
+	}
+	s := consumerSettings{Workload: savedWorkloadOf(b.w.Spec())}
+	if len(list.Items) > 0 {
+		sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+		s.Policy = list.Items[0].Spec
+	}
+	return s.write(b.settings)
+}
+
+// movableProvider moves the provider's probe delay when its console sets
+// its location (the demo models network distance with echo delays).
+type movableProvider struct {
+	*console.Provider
+	moved func()
+}
+
+func (p *movableProvider) ApplySharing(ctx context.Context, cfg web.SharingConfig) error {
+	if err := p.Provider.ApplySharing(ctx, cfg); err != nil {
+		return err
+	}
+	p.moved()
+	return nil
 }
 
 var _ web.WorkloadBackend = (*workloadConsumer)(nil)
@@ -111,8 +164,11 @@ func (b *workloadConsumer) Workload(ctx context.Context) (web.Workload, error) {
 	return out, nil
 }
 
-func (b *workloadConsumer) SetWorkload(_ context.Context, w web.Workload) error {
-	return b.w.Set(cluster.WorkloadSpec{Enabled: w.Enabled, Replicas: w.Replicas, CPU: w.PodCPU, Memory: w.PodMemory})
+func (b *workloadConsumer) SetWorkload(ctx context.Context, w web.Workload) error {
+	if err := b.w.Set(cluster.WorkloadSpec{Enabled: w.Enabled, Replicas: w.Replicas, CPU: w.PodCPU, Memory: w.PodMemory}); err != nil {
+		return err
+	}
+	return b.save(ctx)
 }
 
 // Subscribe adds the workload's pods to the consumer's change signal.

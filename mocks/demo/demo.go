@@ -42,7 +42,9 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/protos"
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/agentcmd"
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
@@ -117,6 +119,9 @@ func DefaultProviders(n int) []ProviderSpec {
 // ConsumerID is the demo consumer's cluster id (London).
 const ConsumerID = "london"
 
+// consumerRegion is the demo consumer's mock-geo region (London, England).
+const consumerRegion = "ENG"
+
 // Options configure Start. Zero values take the defaults.
 type Options struct {
 	// DataDir holds the PKI, the join bundles, the providers' sharing files
@@ -168,6 +173,7 @@ type Provider struct {
 	ConsoleURL string
 	Cluster    *cluster.Cluster
 	Agent      *provider.Agent
+	echo       *probe.Responder
 	stop       context.CancelFunc
 	done       chan struct{}
 }
@@ -210,12 +216,16 @@ type Federation struct {
 	guard     *netguard.Guard // the demo's own listeners (the broker guards its two)
 	dashMu    sync.Mutex
 	dashboard *web.Dashboard
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
-	errc      chan error
-	closed    chan struct{}
-	once      sync.Once
-	err       error
+	// locMu guards consumerLoc, where the consumer console put the
+	// consumer (nil: its city), and the probe delays that follow it.
+	locMu       sync.Mutex
+	consumerLoc *api.Topology
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	errc        chan error
+	closed      chan struct{}
+	once        sync.Once
+	err         error
 }
 
 // AgentNamespace is where the agents keep their objects.
@@ -600,6 +610,7 @@ func (f *Federation) startProvider(ctx context.Context, o Options, i int, spec P
 		return p, err
 	}
 	echo.SetDelay(spec.ProbeDelay)
+	p.echo = echo
 	p.ProbeAddr = echo.Addr().String()
 	log := o.Logger.With("provider", spec.ID)
 	p.Agent, err = provider.New(provider.Config{
@@ -684,7 +695,7 @@ func sharingStore(o Options, spec ProviderSpec) (*provider.Store, error) {
 }
 
 func (f *Federation) startConsumer(ctx context.Context, o Options, pkiDir string, geoClient *location.GeoClient) (*Consumer, error) {
-	address, _ := geo.LoopbackAddress("ENG", 10)
+	address, _ := geo.LoopbackAddress(consumerRegion, 10)
 	c, cl, err := startCluster(ctx, o, ConsumerID, address, []cluster.NodeSpec{{Name: ConsumerID + "-worker-1", CPU: o.ConsumerNodeCPU, Memory: o.ConsumerNodeMemory}})
 	if err != nil {
 		return nil, err
@@ -708,6 +719,20 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, pkiDir string
 		return cons, err
 	}
 	f.run(ctx, "simulated Liqo", ctrl.Run)
+	// What the consumer console changed in an earlier run (the simulated
+	// cluster holding the ConsumerPolicy starts empty).
+	saved, found, err := loadConsumerSettings(consumerSettingsPath(o))
+	if err != nil {
+		return cons, err
+	}
+	if found && (saved.Policy.Placement.Type != "" || saved.Policy.Placement.Weights != nil || saved.Policy.Location != nil) {
+		if err := console.UpdatePolicy(ctx, cl, AgentNamespace, func(s *fav1alpha1.ConsumerPolicySpec) { *s = saved.Policy }); err != nil {
+			return cons, fmt.Errorf("restoring the consumer's saved policy: %w", err)
+		}
+		if l := saved.Policy.Location; l != nil {
+			f.setConsumerLocation(&api.Topology{City: l.City, Region: l.Region, Latitude: l.Latitude, Longitude: l.Longitude})
+		}
+	}
 	cons.Agent, err = consumer.New(consumer.Config{
 		ClusterID: ConsumerID, LiqoClusterID: ConsumerID, Namespace: AgentNamespace, Kube: kube, Client: cl, Broker: bc,
 		Driver: simliqo.NewDriver(cl, simliqo.DriverOptions{LocalClusterID: ConsumerID, Logger: log}),
@@ -774,12 +799,17 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, pkiDir string
 	f.run(ctx, "autoscaler", func(ctx context.Context) error { defer conn.Close(); return ca.Run(ctx) })
 
 	cons.Workload = cluster.NewWorkload(kube, "demo", log)
-	if err := cons.Workload.Set(cluster.WorkloadSpec{Enabled: o.Workload, Replicas: 6, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}); err != nil {
+	work := cluster.WorkloadSpec{Enabled: o.Workload, Replicas: 6, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}
+	if found {
+		work = saved.workload()
+		work.Enabled = work.Enabled || o.Workload
+	}
+	if err := cons.Workload.Set(work); err != nil {
 		return cons, err
 	}
 	f.run(ctx, "workload", cons.Workload.Run)
 	if !o.NoConsoles {
-		url, err := f.consumerConsole(ctx, o, cons, cl, kube, bc, agentAPI)
+		url, err := f.consumerConsole(ctx, o, cons, cl, kube, bc)
 		if err != nil {
 			return cons, err
 		}

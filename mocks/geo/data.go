@@ -1,6 +1,11 @@
 package geo
 
-import "strconv"
+import (
+	"sort"
+	"strconv"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
 
 // Cities of the built-in table: 12 real cities with their region codes
 // (ISO 3166-2 subdivision codes as ip-api reports them) and coordinates.
@@ -87,4 +92,26 @@ func LoopbackAddress(region string, host byte) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Places returns the built-in table's cities (region, city, coordinates),
+// sorted by city: what the consoles' location pickers offer.
+func Places() []api.Topology {
+	out := make([]api.Topology, 0, len(cities))
+	for _, c := range cities {
+		out = append(out, api.Topology{Region: c.Region, City: c.City, Latitude: c.Lat, Longitude: c.Lon})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].City < out[j].City })
+	return out
+}
+
+// Home returns the built-in city of region (false for a region the table
+// lacks).
+func Home(region string) (api.Topology, bool) {
+	for _, c := range cities {
+		if c.Region == region {
+			return api.Topology{Region: c.Region, City: c.City, Latitude: c.Lat, Longitude: c.Lon}, true
+		}
+	}
+	return api.Topology{}, false
 }

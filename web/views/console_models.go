@@ -17,7 +17,9 @@ type Option struct {
 type ProviderConsole struct {
 	Status ProviderStatus
 	Form   SharingForm
-	Errors FieldErrors
+	// Location is the location picker (nil: no cities to offer).
+	Location *LocationForm
+	Errors   FieldErrors
 	// Flash confirms a successful write; FormError explains a failed one.
 	Flash     string
 	FormError string
@@ -76,8 +78,10 @@ type CapField struct {
 
 // ConsumerConsole is the consumer console page.
 type ConsumerConsole struct {
-	Status    ConsumerStatus
-	Policy    PolicyForm
+	Status ConsumerStatus
+	Policy PolicyForm
+	// Location is the location picker (nil: none).
+	Location  *LocationForm
 	Workload  *WorkloadForm
 	Reserve   ReserveForm
 	Errors    FieldErrors
