@@ -398,8 +398,11 @@ func (b *providerBackend) Status(ctx context.Context) (web.ProviderStatus, error
 	reserved := b.f.reservedLocked(p.id)
 	carbon := p.carbon
 	topo := p.topo
+	if p.cfg.Location != nil {
+		topo = *p.cfg.Location
+	}
 	st := web.ProviderStatus{
-		ClusterID: p.id, Topology: &topo, CarbonIntensity: &carbon, CarbonWeighted: &carbon, Resources: p.resources,
+		ClusterID: p.id, Topology: &topo, LocationSet: p.cfg.Location != nil, CarbonIntensity: &carbon, CarbonWeighted: &carbon, Resources: p.resources,
 		Chunks:         map[api.ChunkType]api.ChunkCounts{api.ChunkStandard: {TotalChunks: p.total, ReservedChunks: reserved, AvailableChunks: p.total - reserved}},
 		LastAdvertised: p.lastAd,
 	}
