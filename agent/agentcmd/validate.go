@@ -84,9 +84,6 @@ func (o *Options) Validate() error {
 				add("%s is a provider flag: the consumer agent would ignore it", f.flag)
 			}
 		}
-		if o.ConsoleListen != "" && o.LocalAPIListen == "" {
-			add("--console-listen needs --local-api-listen: the consumer console reads the agent's local API")
-		}
 		for _, h := range o.LocalAPIAllowedHosts {
 			if net.ParseIP(h) == nil && len(validation.IsDNS1123Subdomain(strings.TrimSuffix(strings.ToLower(h), "."))) > 0 {
 				add("--local-api-allowed-hosts: %q is neither a DNS name nor an IP address", h)

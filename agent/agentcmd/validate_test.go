@@ -53,7 +53,6 @@ func TestValidateRefusesEveryBadFlag(t *testing.T) {
 		{"allowed hosts", api.RoleConsumer, func(o *Options) { o.LocalAPIAllowedHosts = []string{"fa-agent.fa.svc", "10.0.0.5", "Agent.Example."} }, ""},
 		{"bad allowed host", api.RoleConsumer, func(o *Options) { o.LocalAPIAllowedHosts = []string{"evil host:80"} }, `--local-api-allowed-hosts: "evil host:80"`},
 		{"consumer flag on a provider", api.RoleProvider, func(o *Options) { o.LocalAPIAllowedHosts = []string{"x"} }, "--local-api-allowed-hosts is a consumer flag"},
-		{"console without local api", api.RoleConsumer, func(o *Options) { o.ConsoleListen, o.LocalAPIListen = ":8090", "" }, "--console-listen needs --local-api-listen"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
