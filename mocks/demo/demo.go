@@ -124,9 +124,10 @@ const consumerRegion = "ENG"
 
 // Options configure Start. Zero values take the defaults.
 type Options struct {
-	// DataDir holds the PKI, the join bundles, the providers' sharing files
-	// and the console token (created on first run, reused later) and the
-	// broker's database (emptied at every start: the simulated clusters do
+	// DataDir holds the PKI, the join bundles, the providers' sharing files,
+	// the consumer's saved settings (consumer/settings.yaml: policy,
+	// location, workload) and the console token (created on first run,
+	// reused later) and the broker's database (emptied at every start: the simulated clusters do
 	// not outlive a run).
 	DataDir string
 	// ListenHost is the address of the dashboard and the consoles
