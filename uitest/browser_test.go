@@ -166,12 +166,7 @@ func login(u *ui, p playwright.Page, c Console) {
 // provider's price, pick a policy and switch the workload on, and checks
 // the refusals and the websocket's recovery.
 func TestBrowser(t *testing.T) {
-	b := browser(t)
-	tg := target(t)
-	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(15000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", t.TempDir())}
-	if u.shots != "-" {
-		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")
-	}
+	b, tg, u := setUp(t)
 	dash := newPage(u, b)
 	var cheap string
 
@@ -416,6 +411,19 @@ func TestBrowser(t *testing.T) {
 		u.ok(relRow.Locator("button.danger").Click(), "release")
 		expectReleasedEvent(u, dash, relID)
 	})
+}
+
+// setUp starts the browser and the target (the demo federation unless
+// told otherwise) and the assertions with their screenshot folder.
+func setUp(t *testing.T) (playwright.Browser, *Target, *ui) {
+	t.Helper()
+	b := browser(t)
+	tg := target(t)
+	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(15000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", t.TempDir())}
+	if u.shots != "-" {
+		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")
+	}
+	return b, tg, u
 }
 
 func firstProvider(tg *Target) string {

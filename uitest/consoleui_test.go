@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,12 +18,7 @@ import (
 // login; the consoles override a cluster's location and the broker sees
 // it; at 390 px no page scrolls sideways and no column is cut.
 func TestConsoleUI(t *testing.T) {
-	b := browser(t)
-	tg := target(t)
-	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(15000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", t.TempDir())}
-	if u.shots != "-" {
-		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")
-	}
+	b, tg, u := setUp(t)
 
 	t.Run("a session that ends is explained and the unsent form comes back after the login", func(t *testing.T) {
 		u := u.with(t)
@@ -78,8 +72,8 @@ func TestConsoleUI(t *testing.T) {
 		u.ok(u.expect.Locator(a.Locator("[data-testid=policy-"+string(want)+"]")).ToBeChecked(), "the policy picked before the login is filled in again")
 		u.ok(a.Locator("[data-testid=apply-policy]").Click(), "send it again")
 		u.ok(u.expect.Locator(a.Locator("[data-testid=flash]")).ToContainText("Policy applied"), "policy applied")
-		pollTruth(u, tg, "the broker's policy of the consumer", func(ov api.Overview) string {
-			if got := consumerPlacementOf(ov); got != want {
+		pollConsumer(u, tg, "the broker's policy of the consumer", func(cons api.OverviewConsumer) string {
+			if got := placementOf(cons); got != want {
 				return fmt.Sprintf("the broker has policy %q, the form sent %q", got, want)
 			}
 			return ""
@@ -138,11 +132,7 @@ func TestConsoleUI(t *testing.T) {
 		u.ok(err, "pick Sydney")
 		u.ok(c.Locator("[data-testid=apply-location]").Click(), "set the consumer's location")
 		u.ok(u.expect.Locator(c.Locator("[data-testid=flash]")).ToContainText("Location set"), "location set")
-		pollTruth(u, tg, "the consumer's location at the broker", func(ov api.Overview) string {
-			if len(ov.Consumers) == 0 {
-				return "the broker knows no consumer"
-			}
-			cons := ov.Consumers[0]
+		pollConsumer(u, tg, "the consumer's location at the broker", func(cons api.OverviewConsumer) string {
 			if cons.City != "Sydney" || cons.Latitude == nil || math.Abs(*cons.Latitude-(-33.8688)) > 1e-6 {
 				return fmt.Sprintf("the broker has the consumer in %q at latitude %v, want Sydney (-33.8688)", cons.City, cons.Latitude)
 			}
@@ -176,11 +166,7 @@ func TestConsoleUI(t *testing.T) {
 		u.ok(c.Locator("[data-testid=policy-Latency]").Check(), "pick Latency")
 		u.ok(c.Locator("[data-testid=apply-policy]").Click(), "apply Latency")
 		u.ok(u.expect.Locator(c.Locator("[data-testid=flash]")).ToContainText("Policy applied"), "policy applied")
-		pollTruth(u, tg, "the Latency choice after the moves", func(ov api.Overview) string {
-			if len(ov.Consumers) == 0 {
-				return "the broker knows no consumer"
-			}
-			cons := ov.Consumers[0]
+		pollConsumer(u, tg, "the Latency choice after the moves", func(cons api.OverviewConsumer) string {
 			if cons.ChosenProvider != "sydney" {
 				return fmt.Sprintf("the consumer grows on %q with RTTs %v, want sydney (the nearest to Sydney)", cons.ChosenProvider, cons.MeasuredLatencies)
 			}
@@ -203,12 +189,24 @@ func TestConsoleUI(t *testing.T) {
 		_, err = c.Locator("[data-testid=city]").SelectOption(playwright.SelectOptionValues{Values: &[]string{""}})
 		u.ok(err, "consumer back to its address")
 		u.ok(c.Locator("[data-testid=apply-location]").Click(), "clear the consumer's location")
-		pollTruth(u, tg, "the consumer back in London", func(ov api.Overview) string {
-			if len(ov.Consumers) == 0 || ov.Consumers[0].City != "London" {
-				return fmt.Sprintf("the broker has the consumer in %+v, want London", ov.Consumers)
+		pollConsumer(u, tg, "the consumer back in London", func(cons api.OverviewConsumer) string {
+			if cons.City != "London" {
+				return fmt.Sprintf("the broker has the consumer in %q, want London", cons.City)
 			}
 			return ""
 		})
+	})
+}
+
+// pollConsumer polls until check finds nothing wrong with the broker's
+// view of the (one) consumer.
+func pollConsumer(u *ui, tg *Target, what string, check func(api.OverviewConsumer) string) {
+	u.t.Helper()
+	pollTruth(u, tg, what, func(ov api.Overview) string {
+		if len(ov.Consumers) == 0 {
+			return "the broker knows no consumer"
+		}
+		return check(ov.Consumers[0])
 	})
 }
 
@@ -216,22 +214,16 @@ func TestConsoleUI(t *testing.T) {
 func consumerPlacement(u *ui, tg *Target) api.PlacementType {
 	u.t.Helper()
 	var got api.PlacementType
-	pollTruth(u, tg, "the broker's consumer", func(ov api.Overview) string {
-		if len(ov.Consumers) == 0 {
-			return "the broker knows no consumer"
-		}
-		got = consumerPlacementOf(ov)
+	pollConsumer(u, tg, "the broker's consumer", func(cons api.OverviewConsumer) string {
+		got = placementOf(cons)
 		return ""
 	})
 	return got
 }
 
-func consumerPlacementOf(ov api.Overview) api.PlacementType {
-	if len(ov.Consumers) == 0 {
-		return ""
-	}
-	if p := ov.Consumers[0].Placement; p != "" {
-		return p
+func placementOf(cons api.OverviewConsumer) api.PlacementType {
+	if cons.Placement != "" {
+		return cons.Placement
 	}
 	return api.PlacementStandard
 }
