@@ -14,6 +14,8 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/agentcmd"
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/democmd"
+	mockgeo "github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
+	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/mockcmd"
 	"github.com/federation-autoscaler/federation-autoscaler/server/brokercmd"
 	"github.com/federation-autoscaler/federation-autoscaler/server/loadgencmd"
@@ -25,7 +27,11 @@ func main() {
 	root := cli.NewRoot(
 		brokercmd.NewCommand(),
 		pkicmd.NewCommand(),
-		agentcmd.NewCommand(),
+		// The agent links liqoctl; the binary adds the simulated Liqo as
+		// --liqo-driver sim and gives the consoles' location picker
+		// mock-geo's cities (only here and in the demo does the simulation
+		// meet the agent).
+		agentcmd.NewCommand(mockgeo.Places(), liqosim.DriverChoice()),
 		adaptercmd.NewCommand(),
 		mockcmd.NewGeoCommand(),
 		mockcmd.NewEcoCommand(),

@@ -1,19 +1,13 @@
 package agentcmd
 
 import (
-	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
-	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
-	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
 
@@ -48,17 +42,4 @@ func consoleVerifier(o Options, role api.Role, out io.Writer) (auth.Verifier, er
 		fmt.Fprintf(out, "\nConsole login token (shown once; its hash is kept in %s):\n  %s\n\n", path, fresh)
 	}
 	return ts, nil
-}
-
-// serveConsole serves a console on a guarded listener on addr until ctx
-// ends and returns the bound address.
-func serveConsole(ctx context.Context, goRun func(string, func(context.Context) error), guard *netguard.Guard, addr string, app *fiber.App, live func(context.Context) error, log *slog.Logger) (string, error) {
-	ln, err := guard.Listen(ctx, "console", addr)
-	if err != nil {
-		return "", fmt.Errorf("listening for the console on %s: %w", addr, err)
-	}
-	goRun("console", func(ctx context.Context) error { return web.Serve(ctx, app, ln) })
-	goRun("console live updates", live)
-	log.Info("Console listening", "addr", ln.Addr().String())
-	return ln.Addr().String(), nil
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/preflight"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/brokercmd"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
@@ -170,6 +171,9 @@ func newFederation(tb testing.TB) *federation {
 	ready := make(chan Addrs, 2)
 	run := func(o Options) {
 		o.Kubeconfig, o.LiqoDriver, o.InstallCRDs, o.HealthListen = f.env.Kubeconfig, "sim", false, "127.0.0.1:0"
+		if o.LiqoDrivers == nil {
+			o.LiqoDrivers = []liqo.DriverChoice{liqosim.DriverChoice()}
+		}
 		o.Ready = func(a Addrs) { ready <- a }
 		wg.Add(1)
 		go func() {
@@ -194,7 +198,8 @@ func newFederation(tb testing.TB) *federation {
 	if err := os.WriteFile(tokenFile, []byte(f.consumerToken+"\n"), 0o600); err != nil {
 		tb.Fatal(err)
 	}
-	run(Options{Role: "consumer", Bundle: bundles["consumer-1"], Namespace: "fa-consumer", LocalAPIListen: "127.0.0.1:0", SimPeeringDelay: 50 * time.Millisecond,
+	run(Options{Role: "consumer", Bundle: bundles["consumer-1"], Namespace: "fa-consumer", LocalAPIListen: "127.0.0.1:0",
+		LiqoDrivers:   []liqo.DriverChoice{{Name: "sim", Factory: liqosim.Factory(50 * time.Millisecond)}},
 		ConsoleListen: "127.0.0.1:0", ConsoleTokenFile: tokenFile,
 		WrapDriver: func(d liqo.Driver) liqo.Driver { f.driver.Driver = d; return f.driver },
 		TuneConsumer: func(c *consumer.Config) {

@@ -26,10 +26,12 @@ func (o *Options) Validate() error {
 	if o.Bundle == "" {
 		add("--bundle is required: the join bundle made by 'federation-autoscaler pki join'")
 	}
-	switch o.LiqoDriver {
-	case "liqoctl", "sim":
-	default:
-		add("--liqo-driver %q: use liqoctl (the real Liqo) or sim (simulated Liqo)", o.LiqoDriver)
+	if c, ok := o.driverChoice(o.LiqoDriver); ok && c.Validate != nil {
+		if err := c.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	} else if !ok && o.LiqoDriver != "liqoctl" {
+		add("--liqo-driver %q: use %s", o.LiqoDriver, o.driverNames())
 	}
 	if o.LiqoDriver == "liqoctl" && o.LiqoctlPath == "" {
 		add("--liqoctl-path is empty: give the liqoctl binary (a name on $PATH or a path)")
@@ -50,9 +52,6 @@ func (o *Options) Validate() error {
 	if o.AdvertisedIP != "" && net.ParseIP(o.AdvertisedIP) == nil {
 		add("--advertised-ip %q is not an IP address", o.AdvertisedIP)
 	}
-	if o.SimPeeringDelay < 0 {
-		add("--sim-peering-delay must not be negative, got %s", o.SimPeeringDelay)
-	}
 	for _, l := range []struct{ flag, addr string }{
 		{"--local-api-listen", o.LocalAPIListen}, {"--console-listen", o.ConsoleListen},
 		{"--health-listen", o.HealthListen}, {"--probe-listen", o.ProbeListen},
@@ -71,7 +70,7 @@ func (o *Options) Validate() error {
 			add("--mock-eco-url: %w", err)
 		}
 	}
-	if _, err := o.Limits.ForListeners(o.listeners()); err != nil {
+	if _, err := o.Limits.ForListeners(listenerCount(role, o.HealthListen, o.LocalAPIListen, o.ConsoleListen)); err != nil {
 		errs = append(errs, err)
 	}
 	switch role {

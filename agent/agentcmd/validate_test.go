@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
@@ -22,7 +25,17 @@ import (
 // validOptions are what the flags' defaults give plus a role and a bundle.
 func validOptions(role api.Role) Options {
 	return Options{Role: string(role), Bundle: "b.tar.gz", Namespace: "federation-autoscaler", LiqoDriver: "liqoctl", LiqoctlPath: "liqoctl",
-		LocalAPIListen: "127.0.0.1:9090", HealthListen: ":8082", SimPeeringDelay: 500 * time.Millisecond}
+		LocalAPIListen: "127.0.0.1:9090", HealthListen: ":8082", LiqoDrivers: []liqo.DriverChoice{simDriver()}}
+}
+
+// simDriver is the simulated Liqo as the binary registers it, its flags
+// parsed from args.
+func simDriver(args ...string) liqo.DriverChoice {
+	c := liqosim.DriverChoice()
+	fs := pflag.NewFlagSet("agent", pflag.PanicOnError)
+	c.AddFlags(fs)
+	_ = fs.Parse(args) // PanicOnError
+	return c
 }
 
 func TestValidateRefusesEveryBadFlag(t *testing.T) {
@@ -42,7 +55,9 @@ func TestValidateRefusesEveryBadFlag(t *testing.T) {
 		{"liqo cluster id", api.RoleConsumer, func(o *Options) { o.LiqoClusterID = "../x" }, "--liqo-cluster-id"},
 		{"node name", api.RoleProvider, func(o *Options) { o.NodeName = "Node 1" }, `--node-name "Node 1"`},
 		{"advertised ip", api.RoleProvider, func(o *Options) { o.AdvertisedIP = "10.0.0" }, `--advertised-ip "10.0.0" is not an IP address`},
-		{"sim delay", api.RoleConsumer, func(o *Options) { o.SimPeeringDelay = -time.Second }, "--sim-peering-delay must not be negative"},
+		{"sim delay", api.RoleConsumer, func(o *Options) {
+			o.LiqoDriver, o.LiqoDrivers = "sim", []liqo.DriverChoice{simDriver("--sim-peering-delay=-1s")}
+		}, "--sim-peering-delay must not be negative"},
 		{"local api listen", api.RoleConsumer, func(o *Options) { o.LocalAPIListen = "9090" }, `--local-api-listen "9090": want host:port`},
 		{"health port", api.RoleConsumer, func(o *Options) { o.HealthListen = ":http-alt" }, `--health-listen ":http-alt": port "http-alt"`},
 		{"console port", api.RoleConsumer, func(o *Options) { o.ConsoleListen = ":70000" }, `--console-listen ":70000": port "70000"`},
