@@ -31,6 +31,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/preflight"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -113,8 +114,10 @@ type ConsoleDeps struct {
 	// Places are the cities the consoles' location picker offers (nil:
 	// no picker).
 	Places []api.Topology
-	// Consumer, when set, turns the consumer console's backend into the
-	// one served (the demo adds its workload switch).
+	// Provider and Consumer, when set, turn the console's backend into
+	// the one served (the demo moves probe delays with a provider's
+	// location and adds its workload switch).
+	Provider func(*console.Provider) web.ProviderBackend
 	Consumer func(*console.Consumer) web.ConsumerBackend
 }
 
@@ -144,6 +147,9 @@ type Agent struct {
 	// Provider or Consumer is the agent (the other is nil).
 	Provider *provider.Agent
 	Consumer *consumer.Agent
+	// Probe is a provider's echo responder (nil without ProbeListen);
+	// SetDelay is safe while it serves.
+	Probe *probe.Responder
 
 	tasks   []task
 	cleanup []func()

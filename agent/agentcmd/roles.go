@@ -26,6 +26,7 @@ func (as *assembly) provider(ctx context.Context) error {
 		}
 		as.a.cleanup = append(as.a.cleanup, func() { _ = r.Close() })
 		r.SetDelay(d.ProbeDelay)
+		as.a.Probe = r
 		pc.ProbePort = r.Addr().Port
 		as.a.Addrs.Probe = r.Addr().String()
 		as.run("probe responder", r.Serve)
@@ -58,7 +59,12 @@ func (as *assembly) provider(ctx context.Context) error {
 	}
 	as.a.Provider = agent
 	if d.ConsoleListen != "" {
-		pcons, err := web.NewProviderConsole(&console.Provider{ClusterID: d.Bundle.ClusterID, Agent: agent}, as.consoleOptions())
+		cons := &console.Provider{ClusterID: d.Bundle.ClusterID, Agent: agent}
+		var backend web.ProviderBackend = cons
+		if d.Console.Provider != nil {
+			backend = d.Console.Provider(cons)
+		}
+		pcons, err := web.NewProviderConsole(backend, as.consoleOptions())
 		if err != nil {
 			return err
 		}

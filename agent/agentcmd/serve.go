@@ -42,6 +42,10 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
+// Close releases what Assemble took, for a caller that gives up before
+// Run (Run releases it itself when it returns).
+func (a *Agent) Close() { a.release() }
+
 // release closes what Assemble took, in reverse order.
 func (a *Agent) release() {
 	for i := len(a.cleanup) - 1; i >= 0; i-- {

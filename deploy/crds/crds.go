@@ -80,6 +80,11 @@ func Decode(fsys fs.FS) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 // permission to get, create and update customresourcedefinitions. It waits
 // at most EstablishTimeout unless ctx ends earlier.
 func Apply(ctx context.Context, cfg *rest.Config, defs []*apiextensionsv1.CustomResourceDefinition) error {
+	// CRDs go as JSON: every API server accepts it, and the project's
+	// simulated one (mocks/kubeapi) decodes protobuf only for the kinds
+	// client-go's scheme registers, which lacks apiextensions.
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = "application/json"
 	c, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("building the apiextensions client: %w", err)

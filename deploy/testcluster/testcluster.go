@@ -211,14 +211,10 @@ func StartSimulated(tb testing.TB) *Env {
 		tb.Fatalf("testcluster: starting the simulated API server: %v", err)
 	}
 	tb.Cleanup(func() { _ = srv.Close() })
-	// The simulated server decodes protobuf bodies with client-go's scheme,
-	// which a binary may lack apiextensions in: install the CRDs as JSON.
-	install := rest.CopyConfig(cfg)
-	install.ContentType = "application/json"
-	if err := crds.Install(ctx, install); err != nil {
+	if err := crds.Install(ctx, cfg); err != nil {
 		tb.Fatalf("testcluster: installing the CRDs: %v", err)
 	}
-	if err := liqocrds.Install(ctx, install); err != nil {
+	if err := liqocrds.Install(ctx, cfg); err != nil {
 		tb.Fatalf("testcluster: installing the Liqo CRDs: %v", err)
 	}
 	kc := clientcmdapi.NewConfig()

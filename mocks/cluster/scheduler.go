@@ -2,8 +2,8 @@
 // API server (mocks/kubeapi) plus what a real cluster runs on top of it —
 // a scheduler that places pods by their requests and respects taints,
 // tolerations and node selectors, a kubelet stand-in that starts bound pods,
-// a pod garbage collector for pods of vanished nodes, and the demo workload
-// (a Deployment-like set of pods whose count and size can be changed).
+// and a pod garbage collector for pods of vanished nodes. (The demo's
+// workload lives beside the demo: mocks/demo/workload.)
 //
 // Every part talks to the cluster only through client-go, so the same code
 // would run against a real API server.

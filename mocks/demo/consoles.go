@@ -3,89 +3,20 @@ package demo
 import (
 	"context"
 	"fmt"
-	"net"
 	"sort"
-	"sync"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
-	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
-	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
-	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
-	"github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
-	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
-
-// serveFiber serves app on ln and runs live (the console's push loop)
-// until ctx ends; wg, when set, is told when both have returned.
-func (f *Federation) serveFiber(ctx context.Context, name string, ln net.Listener, app *fiber.App, live func(context.Context) error, wg *sync.WaitGroup) {
-	if wg != nil {
-		wg.Add(2)
-	}
-	f.run(ctx, name, func(ctx context.Context) error {
-		if wg != nil {
-			defer wg.Done()
-		}
-		return web.Serve(ctx, app, ln)
-	})
-	f.run(ctx, name+" live updates", func(ctx context.Context) error {
-		if wg != nil {
-			defer wg.Done()
-		}
-		return live(ctx)
-	})
-}
-
-func (f *Federation) providerConsole(ctx context.Context, o Options, port int, p *Provider, wg *sync.WaitGroup) (string, error) {
-	tok, err := auth.NewStaticToken(f.ConsoleToken)
-	if err != nil {
-		return "", err
-	}
-	backend := &movableProvider{Provider: &console.Provider{ClusterID: p.Spec.ID, Agent: p.Agent}, moved: f.retuneProbes}
-	pc, err := web.NewProviderConsole(backend, web.ConsoleOptions{Token: tok, Refresh: 2 * time.Second, Places: geo.Places(), Log: o.Logger.With("console", p.Spec.ID)})
-	if err != nil {
-		return "", err
-	}
-	ln, err := f.guard.Listen(ctx, "console", o.addr(port))
-	if err != nil {
-		return "", fmt.Errorf("console listener %s: %w (pick another --base-port)", o.addr(port), err)
-	}
-	f.serveFiber(ctx, p.Spec.ID+" console", ln, pc.App(), pc.Run, wg)
-	return "http://" + urlHost(ln), nil
-}
-
-func (f *Federation) consumerConsole(ctx context.Context, o Options, c *Consumer, cl client.Client, kube kubernetes.Interface, bc *brokerclient.Client) (string, error) {
-	tok, err := auth.NewStaticToken(f.ConsoleToken)
-	if err != nil {
-		return "", err
-	}
-	backend := &workloadConsumer{
-		Consumer: &console.Consumer{
-			ClusterID: c.ID, Namespace: c.Namespace, Agent: c.Agent, Broker: bc, Client: cl, Pods: cl,
-			Prober: probe.NewProber(probe.ProberConfig{}), Logger: o.Logger,
-		},
-		w: c.Workload, kube: kube, f: f, settings: consumerSettingsPath(o),
-	}
-	cc, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: tok, Refresh: 2 * time.Second, Places: geo.Places(), Log: o.Logger.With("console", c.ID)})
-	if err != nil {
-		return "", err
-	}
-	ln, err := f.guard.Listen(ctx, "console", o.addr(4))
-	if err != nil {
-		return "", fmt.Errorf("consumer console listener %s: %w (pick another --base-port)", o.addr(4), err)
-	}
-	f.serveFiber(ctx, "consumer console", ln, cc.App(), cc.Run, nil)
-	return "http://" + urlHost(ln), nil
-}
 
 // workloadConsumer adds the demo workload switch (web.WorkloadBackend) to
 // the consumer console, keeps the consumer's settings (policy, location,
@@ -93,7 +24,7 @@ func (f *Federation) consumerConsole(ctx context.Context, o Options, c *Consumer
 // outlive one) and moves the providers' probe delays with the location.
 type workloadConsumer struct {
 	*console.Consumer
-	w        *cluster.Workload
+	w        *workload.Workload
 	kube     kubernetes.Interface
 	f        *Federation
 	settings string
@@ -149,7 +80,7 @@ var _ web.WorkloadBackend = (*workloadConsumer)(nil)
 func (b *workloadConsumer) Workload(ctx context.Context) (web.Workload, error) {
 	spec := b.w.Spec()
 	out := web.Workload{Enabled: spec.Enabled, Replicas: spec.Replicas, PodCPU: spec.CPU, PodMemory: spec.Memory}
-	pods, err := b.kube.CoreV1().Pods(b.w.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: cluster.WorkloadLabel})
+	pods, err := b.kube.CoreV1().Pods(b.w.Namespace()).List(ctx, metav1.ListOptions{LabelSelector: workload.Label})
 	if err != nil {
 		return out, fmt.Errorf("listing the workload's pods: %w", err)
 	}
@@ -165,7 +96,7 @@ func (b *workloadConsumer) Workload(ctx context.Context) (web.Workload, error) {
 }
 
 func (b *workloadConsumer) SetWorkload(ctx context.Context, w web.Workload) error {
-	if err := b.w.Set(cluster.WorkloadSpec{Enabled: w.Enabled, Replicas: w.Replicas, CPU: w.PodCPU, Memory: w.PodMemory}); err != nil {
+	if err := b.w.Set(workload.Spec{Enabled: w.Enabled, Replicas: w.Replicas, CPU: w.PodCPU, Memory: w.PodMemory}); err != nil {
 		return err
 	}
 	return b.save(ctx)

@@ -1,12 +1,15 @@
 // Package demo assembles a whole federation in one process: the real broker
 // (brokercmd's wiring: mTLS Broker API, bbolt store, dashboard), mock-geo and
-// mock-eco, provider clusters with their real provider agents and UDP echo
-// responders, and one consumer cluster with its real consumer agent, the
-// real externalgrpc adapter and a CA-like autoscaler (mocks/autoscaler).
+// mock-eco, provider clusters and one consumer cluster whose agents are
+// built by the agent subcommand's own assembly (agentcmd.Assemble, with
+// the simulated seams), the real externalgrpc adapter and a CA-like
+// autoscaler (mocks/autoscaler). Who is in the federation and how the
+// simulated world behaves (cities, prices, delays, sizes, cadences) is data:
+// the embedded scenario.yaml (Scenario).
 //
 // Only the clusters (mocks/cluster: a simulated Kubernetes API speaking the
-// real REST protocol, a scheduler and a kubelet stand-in) and Liqo's data
-// plane (mocks/liqo) are simulated. Every cluster listens on its own
+// real REST protocol, a scheduler and a kubelet stand-in), Liqo (mocks/liqo)
+// and the demo's workload (mocks/demo/workload) are simulated. Every cluster listens on its own
 // loopback address from the mock-geo table, so location, carbon and the
 // measured latency differ per cluster. See docs/demo.md.
 package demo
@@ -24,15 +27,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -43,28 +45,28 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/agentcmd"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
-	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
-	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/autoscaler"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/eco"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
-	simliqo "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
-	liqocrds "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo/crds"
+	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/brokercmd"
 	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
+	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
 
-// ProviderSpec describes one simulated provider.
+// ProviderSpec describes one simulated provider (the scenario's cities
+// give the defaults: DefaultProviders).
 type ProviderSpec struct {
 	// ID is the cluster id (its certificate CN).
 	ID string
@@ -85,50 +87,16 @@ type ProviderSpec struct {
 	DeniedConsumers []string
 }
 
-// cities are the providers in order; DefaultProviders takes the first n.
-var cities = []ProviderSpec{
-	{ID: "sydney", Region: "NSW", CPUPrice: "0.020", MemoryPrice: "0.002", ProbeDelay: 120 * time.Millisecond},
-	{ID: "montreal", Region: "QC", CPUPrice: "0.035", MemoryPrice: "0.004", Renewable: true, ProbeDelay: 40 * time.Millisecond},
-	{ID: "paris", Region: "IDF", CPUPrice: "0.050", MemoryPrice: "0.005", ProbeDelay: 4 * time.Millisecond},
-	{ID: "frankfurt", Region: "HE", CPUPrice: "0.045", MemoryPrice: "0.005", ProbeDelay: 8 * time.Millisecond},
-	{ID: "milan", Region: "LOM", CPUPrice: "0.042", MemoryPrice: "0.004", ProbeDelay: 12 * time.Millisecond},
-	{ID: "tokyo", Region: "13", CPUPrice: "0.040", MemoryPrice: "0.004", ProbeDelay: 110 * time.Millisecond},
-	{ID: "calgary", Region: "AB", CPUPrice: "0.030", MemoryPrice: "0.003", ProbeDelay: 50 * time.Millisecond},
-	{ID: "san-francisco", Region: "CA", CPUPrice: "0.055", MemoryPrice: "0.006", ProbeDelay: 70 * time.Millisecond},
-	{ID: "sao-paulo", Region: "SP", CPUPrice: "0.032", MemoryPrice: "0.003", Renewable: true, ProbeDelay: 95 * time.Millisecond},
-	{ID: "mumbai", Region: "MH", CPUPrice: "0.025", MemoryPrice: "0.002", ProbeDelay: 60 * time.Millisecond},
-	{ID: "singapore", Region: "SG", CPUPrice: "0.038", MemoryPrice: "0.004", ProbeDelay: 85 * time.Millisecond},
-}
-
-// MaxProviders is how many distinct cities DefaultProviders can give.
-var MaxProviders = len(cities)
-
-// DefaultProviders returns the first n cities: Sydney (cheapest, coal
-// grid), Montreal (hydro, the greenest), Paris (nearest to London), then
-// further cities. Each has one 8 CPU / 16 GiB worker: four standard chunks.
-func DefaultProviders(n int) []ProviderSpec {
-	n = max(0, min(n, len(cities)))
-	out := make([]ProviderSpec, n)
-	for i := range n {
-		out[i] = cities[i]
-		out[i].Nodes, out[i].NodeCPU, out[i].NodeMemory = 1, "8", "16Gi"
-	}
-	return out
-}
-
 // ConsumerID is the demo consumer's cluster id (London).
 const ConsumerID = "london"
-
-// consumerRegion is the demo consumer's mock-geo region (London, England).
-const consumerRegion = "ENG"
 
 // Options configure Start. Zero values take the defaults.
 type Options struct {
 	// DataDir holds the PKI, the join bundles, the providers' sharing files,
 	// the consumer's saved settings (consumer/settings.yaml: policy,
 	// location, workload) and the console token (created on first run,
-	// reused later) and the broker's database (emptied at every start: the simulated clusters do
-	// not outlive a run).
+	// reused later) and the broker's database (emptied at every start: the
+	// simulated clusters do not outlive a run).
 	DataDir string
 	// ListenHost is the address of the dashboard and the consoles
 	// (default 127.0.0.1).
@@ -152,9 +120,13 @@ type Options struct {
 	// AdvertiseInterval is the providers' advertisement period (default
 	// 10 s; also sent at once on every change).
 	AdvertiseInterval time.Duration
-	// ConsumerNodeCPU/Memory size the consumer's one local worker (default
-	// 2 CPU / 4 GiB).
-	ConsumerNodeCPU, ConsumerNodeMemory string
+	// Scenario is the simulated world: cities, prices, delays, node sizes,
+	// the workload, the agents' cadences (default: the embedded
+	// scenario.yaml, DefaultScenario).
+	Scenario *Scenario
+	// Assemble builds each agent (default agentcmd.Assemble, the agent
+	// subcommand's own assembly; tests wrap it to watch what it is given).
+	Assemble func(context.Context, api.Role, agentcmd.Deps) (*agentcmd.Agent, error)
 	// NoConsoles skips the web consoles.
 	NoConsoles bool
 	// Workload starts with the demo workload switched on (the consumer
@@ -197,7 +169,7 @@ type Consumer struct {
 	AdapterAddr string
 	Cluster     *cluster.Cluster
 	Agent       *consumer.Agent
-	Workload    *cluster.Workload
+	Workload    *workload.Workload
 	// Namespace holds the ConsumerPolicy and VirtualNodeStates.
 	Namespace string
 }
@@ -218,15 +190,17 @@ type Federation struct {
 	dashMu    sync.Mutex
 	dashboard *web.Dashboard
 	// locMu guards consumerLoc, where the consumer console put the
-	// consumer (nil: its city), and the probe delays that follow it.
-	locMu       sync.Mutex
-	consumerLoc *api.Topology
-	cancel      context.CancelFunc
-	wg          sync.WaitGroup
-	errc        chan error
-	closed      chan struct{}
-	once        sync.Once
-	err         error
+	// consumer (nil: its city, in consumerRegion), and the probe delays
+	// that follow it.
+	locMu          sync.Mutex
+	consumerLoc    *api.Topology
+	consumerRegion string
+	cancel         context.CancelFunc
+	wg             sync.WaitGroup
+	errc           chan error
+	closed         chan struct{}
+	once           sync.Once
+	err            error
 }
 
 // AgentNamespace is where the agents keep their objects.
@@ -239,7 +213,7 @@ func Start(ctx context.Context, o Options) (*Federation, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	f := &Federation{log: o.Logger, cancel: cancel, errc: make(chan error, 16), closed: make(chan struct{})}
+	f := &Federation{log: o.Logger, cancel: cancel, errc: make(chan error, 16), closed: make(chan struct{}), consumerRegion: o.Scenario.Consumer.Region}
 	crlog.SetLogger(logr.FromSlogHandler(o.Logger.WithGroup("controller-runtime").Handler()))
 	if err := f.start(ctx, o); err != nil {
 		_ = f.Stop()
@@ -296,14 +270,23 @@ func (o *Options) defaults() error {
 	if o.ListenHost == "" {
 		o.ListenHost = "127.0.0.1"
 	}
-	if o.BasePort < 0 || o.BasePort > 65535-10-len(cities) {
-		return fmt.Errorf("base port %d: use 0 (ephemeral) or 1–%d", o.BasePort, 65535-10-len(cities))
+	if o.Scenario == nil {
+		s, err := DefaultScenario()
+		if err != nil {
+			return err
+		}
+		o.Scenario = s
+	} else if err := o.Scenario.Validate(); err != nil {
+		return fmt.Errorf("demo scenario: %w", err)
 	}
 	if o.Providers == nil {
-		o.Providers = DefaultProviders(3)
+		o.Providers = o.Scenario.ProviderSpecs(3)
 	}
 	if len(o.Providers) == 0 {
 		return errors.New("a demo needs at least one provider")
+	}
+	if top := 65535 - 10 - len(o.Providers); o.BasePort < 0 || o.BasePort > top {
+		return fmt.Errorf("base port %d: use 0 (ephemeral) or 1–%d", o.BasePort, top)
 	}
 	if o.PeeringDelay < 0 {
 		return fmt.Errorf("peering delay %s is negative", o.PeeringDelay)
@@ -320,11 +303,8 @@ func (o *Options) defaults() error {
 	if o.AdvertiseInterval <= 0 {
 		o.AdvertiseInterval = 10 * time.Second
 	}
-	if o.ConsumerNodeCPU == "" {
-		o.ConsumerNodeCPU = "2"
-	}
-	if o.ConsumerNodeMemory == "" {
-		o.ConsumerNodeMemory = "4Gi"
+	if o.Assemble == nil {
+		o.Assemble = agentcmd.Assemble
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -343,14 +323,17 @@ func (o *Options) addr(i int) string {
 	return net.JoinHostPort(o.ListenHost, strconv.Itoa(o.BasePort+i))
 }
 
-// urlHost is the host:port to print for a bound listener (a wildcard
+// urlHost is the host:port to print for a bound address (a wildcard
 // listen host is printed as 127.0.0.1).
-func urlHost(ln net.Listener) string {
-	a := ln.Addr().(*net.TCPAddr)
-	if a.IP.IsUnspecified() {
-		return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+func urlHost(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
 	}
-	return a.String()
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return addr
 }
 
 // run runs fn until the federation stops; an error stops the demo.
@@ -382,6 +365,14 @@ func (f *Federation) serveHTTP(ctx context.Context, name string, ln net.Listener
 		}
 		return nil
 	})
+}
+
+// world is what every agent of the demo shares: the simulated seams.
+type world struct {
+	pkiDir string
+	geo    *location.GeoClient
+	eco    *location.EcoClient
+	token  auth.Verifier
 }
 
 func (f *Federation) start(ctx context.Context, o Options) error {
@@ -416,8 +407,41 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 		return err
 	}
 	f.guard = guard
+	if err := f.startBroker(ctx, o, pkiDir, brokerDir); err != nil {
+		return err
+	}
+	w, err := f.startLocation(ctx, o)
+	if err != nil {
+		return err
+	}
+	w.pkiDir = pkiDir
+	if w.token, err = auth.NewStaticToken(f.ConsoleToken); err != nil {
+		return err
+	}
 
-	// The broker, through the broker command's own wiring.
+	for i, spec := range o.Providers {
+		o.Progress(fmt.Sprintf("starting provider %d/%d: %s (%s)", i+1, len(o.Providers), spec.ID, spec.Region))
+		p, err := f.startProvider(ctx, o, i, spec, w)
+		if p != nil {
+			f.Providers = append(f.Providers, p) // Stop stops its cluster even after an error
+		}
+		if err != nil {
+			return fmt.Errorf("provider %s: %w", spec.ID, err)
+		}
+	}
+	o.Progress("starting the consumer " + ConsumerID + ", its adapter and the autoscaler")
+	c, err := f.startConsumer(ctx, o, w)
+	if c != nil {
+		f.Consumer = c
+	}
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", ConsumerID, err)
+	}
+	return nil
+}
+
+// startBroker starts the broker through the broker command's own wiring.
+func (f *Federation) startBroker(ctx context.Context, o Options, pkiDir, brokerDir string) error {
 	o.Progress("starting the broker (mTLS) and its dashboard")
 	apiLn, err := net.Listen("tcp", o.addr(0))
 	if err != nil {
@@ -428,60 +452,44 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 		_ = apiLn.Close()
 		return fmt.Errorf("dashboard listener %s: %w (pick another --base-port)", o.addr(1), err)
 	}
-	f.BrokerURL = "https://" + urlHost(apiLn)
-	f.DashboardURL = "http://" + urlHost(dashLn)
+	f.BrokerURL = "https://" + urlHost(apiLn.Addr().String())
+	f.DashboardURL = "http://" + urlHost(dashLn.Addr().String())
 	bo := brokercmd.Options{
 		PKIDir: pkiDir, DataDir: brokerDir, Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
 		ReservationLease: reservations.DefaultReservationLease, ProviderStaleAfter: o.ProviderStaleAfter,
 		// One consumer runs CA loops every scan interval here; the default
 		// per-certificate limit is sized for real CA's 10 s.
 		RateLimitBurst: 200, RateLimitRPS: 100,
-		APIListener: apiLn, DashboardListener: dashLn, Limits: guard.Limits(),
+		APIListener: apiLn, DashboardListener: dashLn, Limits: f.guard.Limits(),
 		OnDashboard: func(d *web.Dashboard) { f.dashMu.Lock(); f.dashboard = d; f.dashMu.Unlock() },
 	}
 	f.run(ctx, "broker", func(ctx context.Context) error { return brokercmd.Run(ctx, bo, o.Logger.With("component", "broker")) })
+	return nil
+}
 
-	// mock-geo and mock-eco.
+// startLocation starts mock-geo and mock-eco and returns their clients.
+func (f *Federation) startLocation(ctx context.Context, o Options) (*world, error) {
 	geoLn, err := f.guard.Listen(ctx, "mock-geo", o.addr(2))
 	if err != nil {
-		return fmt.Errorf("mock-geo listener: %w", err)
+		return nil, fmt.Errorf("mock-geo listener: %w", err)
 	}
-	f.GeoURL = "http://" + urlHost(geoLn)
+	f.GeoURL = "http://" + urlHost(geoLn.Addr().String())
 	f.serveHTTP(ctx, "mock-geo", geoLn, geo.Handler(geo.DefaultTable()))
 	ecoLn, err := f.guard.Listen(ctx, "mock-eco", o.addr(3))
 	if err != nil {
-		return fmt.Errorf("mock-eco listener: %w", err)
+		return nil, fmt.Errorf("mock-eco listener: %w", err)
 	}
-	f.EcoURL = "http://" + urlHost(ecoLn)
+	f.EcoURL = "http://" + urlHost(ecoLn.Addr().String())
 	f.serveHTTP(ctx, "mock-eco", ecoLn, eco.Handler(eco.DefaultProfiles(), eco.Options{}))
 	geoClient, err := location.NewGeoClient(f.GeoURL, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ecoClient, err := location.NewEcoClient(f.EcoURL, nil, time.Now)
 	if err != nil {
-		return err
+		return nil, err
 	}
-
-	for i, spec := range o.Providers {
-		o.Progress(fmt.Sprintf("starting provider %d/%d: %s (%s)", i+1, len(o.Providers), spec.ID, spec.Region))
-		p, err := f.startProvider(ctx, o, i, spec, pkiDir, geoClient, ecoClient)
-		if p != nil {
-			f.Providers = append(f.Providers, p) // Stop stops its cluster even after an error
-		}
-		if err != nil {
-			return fmt.Errorf("provider %s: %w", spec.ID, err)
-		}
-	}
-	o.Progress("starting the consumer " + ConsumerID + ", its adapter and the autoscaler")
-	c, err := f.startConsumer(ctx, o, pkiDir, geoClient)
-	if c != nil {
-		f.Consumer = c
-	}
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w", ConsumerID, err)
-	}
-	return nil
+	return &world{geo: geoClient, eco: ecoClient}, nil
 }
 
 // newGuard guards the demo's listeners. Every client of the demo is on
@@ -520,9 +528,8 @@ func consoleToken(path string) (string, error) {
 	return tok, nil
 }
 
-// brokerClient loads (or mints, on first run) the cluster's join bundle and
-// returns a Broker API client with its certificate.
-func (f *Federation) brokerClient(o Options, pkiDir, id string, role api.Role) (*brokerclient.Client, error) {
+// bundle loads (or mints, on first run) the cluster's join bundle.
+func (f *Federation) bundle(o Options, pkiDir, id string, role api.Role) (*pki.Bundle, error) {
 	path := filepath.Join(o.DataDir, "bundles", id+".tar.gz")
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -532,55 +539,38 @@ func (f *Federation) brokerClient(o Options, pkiDir, id string, role api.Role) (
 			return nil, fmt.Errorf("join bundle of %s: %w", id, err)
 		}
 	}
-	b, err := pki.LoadBundle(path)
+	b, err := agentcmd.LoadBundle(path, role)
 	if err != nil {
-		return nil, fmt.Errorf("join bundle %s: %w (delete it to mint a new one)", path, err)
+		return nil, fmt.Errorf("%w (delete it to mint a new one)", err)
 	}
-	if b.Role != "" && b.Role != role {
-		return nil, fmt.Errorf("join bundle %s is for a %s, want %s (delete it to mint a new one)", path, b.Role, role)
-	}
-	tlsCfg, err := b.ClientTLSConfig()
-	if err != nil {
-		return nil, err
-	}
-	// The bundle's broker URL may name an earlier run's port: dial this run's.
-	return brokerclient.New(brokerclient.Config{BaseURL: f.BrokerURL, TLS: tlsCfg, Logger: o.Logger.With("cluster", id)})
+	return b, nil
 }
 
-// startCluster starts a simulated cluster on address with the agent CRDs
-// and Liqo's CRDs installed, and returns its controller-runtime client.
-func startCluster(ctx context.Context, o Options, name, address string, nodes []cluster.NodeSpec) (*cluster.Cluster, client.Client, error) {
-	c, err := cluster.Start(ctx, cluster.Options{Name: name, Addr: net.JoinHostPort(address, "0"), Nodes: nodes, Logger: o.Logger.With("cluster", name)})
-	if err != nil {
-		return nil, nil, err
+// agentDeps are the seams every demo agent gets: its simulated cluster's
+// API, the simulated Liqo, mock-geo, the demo's listener guard, the broker
+// of this run (a bundle's broker URL may name an earlier run's port).
+func (f *Federation) agentDeps(o Options, w *world, b *pki.Bundle, c *cluster.Cluster, log *slog.Logger) agentcmd.Deps {
+	d := agentcmd.Deps{
+		Bundle: b, BrokerURL: f.BrokerURL, Namespace: AgentNamespace, Kube: c.RESTConfig(), InstallCRDs: true,
+		Liqo: liqosim.Factory(o.PeeringDelay), Geo: w.geo, Guard: f.guard, Logger: log,
 	}
-	cfg := c.RESTConfig()
-	// mocks/kubeapi decodes protobuf bodies with client-go's scheme, which
-	// lacks apiextensions in a binary that does not register it: install
-	// the CRDs as JSON.
-	cfg.ContentType = "application/json"
-	if err := crds.Install(ctx, cfg); err != nil {
-		_ = c.Stop()
-		return nil, nil, fmt.Errorf("installing the agent CRDs: %w", err)
+	if !o.NoConsoles {
+		d.Console = agentcmd.ConsoleDeps{Token: w.token, Refresh: 2 * time.Second, Places: geo.Places()}
 	}
-	if err := liqocrds.Install(ctx, cfg); err != nil {
-		_ = c.Stop()
-		return nil, nil, fmt.Errorf("installing Liqo's CRDs: %w", err)
-	}
-	scheme, err := agentcmd.Scheme()
-	if err != nil {
-		_ = c.Stop()
-		return nil, nil, err
-	}
-	cl, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		_ = c.Stop()
-		return nil, nil, err
-	}
-	return c, cl, nil
+	return d
 }
 
-func (f *Federation) startProvider(ctx context.Context, o Options, i int, spec ProviderSpec, pkiDir string, geoClient *location.GeoClient, ecoClient *location.EcoClient) (*Provider, error) {
+// assemble builds an agent with o.Assemble; a port in use gets the demo's
+// hint.
+func assemble(ctx context.Context, o Options, role api.Role, d agentcmd.Deps) (*agentcmd.Agent, error) {
+	a, err := o.Assemble(ctx, role, d)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%w (pick another --base-port)", err)
+	}
+	return a, err
+}
+
+func (f *Federation) startProvider(ctx context.Context, o Options, i int, spec ProviderSpec, w *world) (*Provider, error) {
 	address, ok := geo.LoopbackAddress(spec.Region, byte(10+i))
 	if !ok {
 		return nil, fmt.Errorf("region %q has no loopback range in mock-geo's table (docs/mocks.md)", spec.Region)
@@ -589,76 +579,41 @@ func (f *Federation) startProvider(ctx context.Context, o Options, i int, spec P
 	for n := range max(1, spec.Nodes) {
 		nodes = append(nodes, cluster.NodeSpec{Name: fmt.Sprintf("%s-worker-%d", spec.ID, n+1), CPU: spec.NodeCPU, Memory: spec.NodeMemory})
 	}
-	c, cl, err := startCluster(ctx, o, spec.ID, address, nodes)
+	log := o.Logger.With("provider", spec.ID)
+	c, err := cluster.Start(ctx, cluster.Options{Name: spec.ID, Addr: net.JoinHostPort(address, "0"), Nodes: nodes, Logger: o.Logger.With("cluster", spec.ID)})
 	if err != nil {
 		return nil, err
 	}
 	p := &Provider{Spec: spec, Address: address, Cluster: c, done: make(chan struct{})}
-	kube, err := kubernetes.NewForConfig(c.RESTConfig())
+	b, err := f.bundle(o, w.pkiDir, spec.ID, api.RoleProvider)
 	if err != nil {
 		return p, err
 	}
-	bc, err := f.brokerClient(o, pkiDir, spec.ID, api.RoleProvider)
-	if err != nil {
+	d := f.agentDeps(o, w, b, c, log)
+	if d.Sharing, err = sharingStore(o, spec); err != nil {
 		return p, err
 	}
-	store, err := sharingStore(o, spec)
-	if err != nil {
-		return p, err
-	}
-	echo, err := probe.Listen(net.JoinHostPort(address, "0"))
-	if err != nil {
-		return p, err
-	}
-	echo.SetDelay(spec.ProbeDelay)
-	p.echo = echo
-	p.ProbeAddr = echo.Addr().String()
-	log := o.Logger.With("provider", spec.ID)
-	p.Agent, err = provider.New(provider.Config{
-		ClusterID: spec.ID, LiqoClusterID: spec.ID, Kube: kube, Broker: bc,
-		Driver:  simliqo.NewDriver(cl, simliqo.DriverOptions{LocalClusterID: spec.ID, Logger: log}),
-		Sharing: store, AdvertisedIP: address, ProbePort: echo.Addr().Port,
-		Geo: func(ctx context.Context, ip string) (*api.Topology, error) {
-			loc, found, err := geoClient.Lookup(ctx, ip)
-			if err != nil || !found {
-				return nil, err
-			}
-			return &api.Topology{Region: loc.Region, City: loc.City, Latitude: loc.Latitude, Longitude: loc.Longitude}, nil
-		},
-		Carbon: func(ctx context.Context, region string) (*float64, []float64, error) {
-			cb, err := ecoClient.Carbon(ctx, region)
-			if err != nil {
-				return nil, nil, err
-			}
-			v := cb.Intensity
-			return &v, cb.Forecast, nil
-		},
-		Interval: o.AdvertiseInterval, Debounce: 200 * time.Millisecond, Logger: log,
-	})
-	if err != nil {
-		_ = echo.Close()
-		return p, err
-	}
-	pctx, stop := context.WithCancel(ctx)
-	p.stop = stop
-	var pwg sync.WaitGroup
-	for name, fn := range map[string]func(context.Context) error{"probe echo": echo.Serve, "provider agent": p.Agent.Run} {
-		pwg.Add(1)
-		f.run(pctx, spec.ID+" "+name, func(ctx context.Context) error { defer pwg.Done(); return fn(ctx) })
-	}
+	d.Carbon, d.AdvertisedIP = w.eco, address
+	d.ProbeListen, d.ProbeDelay = net.JoinHostPort(address, "0"), spec.ProbeDelay
 	if !o.NoConsoles {
-		url, err := f.providerConsole(pctx, o, 10+i, p, &pwg)
-		if err != nil {
-			stop()
-			return p, err
-		}
-		p.ConsoleURL = url
+		d.ConsoleListen = o.addr(10 + i)
 	}
-	go func() {
-		pwg.Wait()
-		bc.Close()
-		close(p.done)
-	}()
+	d.Console.Provider = func(cp *console.Provider) web.ProviderBackend {
+		return &movableProvider{Provider: cp, moved: f.retuneProbes}
+	}
+	debounce := o.Scenario.Agents.ProviderDebounce.Duration
+	d.TuneProvider = func(c *provider.Config) { c.Interval, c.Debounce = o.AdvertiseInterval, debounce }
+	pctx, stop := context.WithCancel(ctx)
+	a, err := assemble(pctx, o, api.RoleProvider, d)
+	if err != nil {
+		stop()
+		return p, err
+	}
+	p.stop, p.Agent, p.echo, p.ProbeAddr = stop, a.Provider, a.Probe, a.Addrs.Probe
+	if a.Addrs.Console != "" {
+		p.ConsoleURL = "http://" + urlHost(a.Addrs.Console)
+	}
+	f.run(pctx, spec.ID+" agent", func(ctx context.Context) error { defer close(p.done); return a.Run(ctx) })
 	return p, nil
 }
 
@@ -669,14 +624,18 @@ func sharingStore(o Options, spec ProviderSpec) (*provider.Store, error) {
 	path := filepath.Join(o.DataDir, "providers", spec.ID, "sharing.yaml")
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		cfg := provider.SharingConfig{Renewable: spec.Renewable, DeniedConsumers: spec.DeniedConsumers}
-		if spec.CPUPrice != "" || spec.MemoryPrice != "" {
-			cfg.UnitPrices = corev1.ResourceList{}
-			if spec.CPUPrice != "" {
-				cfg.UnitPrices["cpu"] = resource.MustParse(spec.CPUPrice)
+		for name, price := range map[corev1.ResourceName]string{corev1.ResourceCPU: spec.CPUPrice, corev1.ResourceMemory: spec.MemoryPrice} {
+			if price == "" {
+				continue
 			}
-			if spec.MemoryPrice != "" {
-				cfg.UnitPrices["memory"] = resource.MustParse(spec.MemoryPrice)
+			q, err := resource.ParseQuantity(price)
+			if err != nil {
+				return nil, fmt.Errorf("%s price %q of %s: %w", name, price, spec.ID, err)
 			}
+			if cfg.UnitPrices == nil {
+				cfg.UnitPrices = corev1.ResourceList{}
+			}
+			cfg.UnitPrices[name] = q
 		}
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("sharing configuration of %s: %w", spec.ID, err)
@@ -695,84 +654,90 @@ func sharingStore(o Options, spec ProviderSpec) (*provider.Store, error) {
 	return provider.NewStore(provider.Sources{SharingFile: path}, o.Logger.With("provider", spec.ID))
 }
 
-func (f *Federation) startConsumer(ctx context.Context, o Options, pkiDir string, geoClient *location.GeoClient) (*Consumer, error) {
-	address, _ := geo.LoopbackAddress(consumerRegion, 10)
-	c, cl, err := startCluster(ctx, o, ConsumerID, address, []cluster.NodeSpec{{Name: ConsumerID + "-worker-1", CPU: o.ConsumerNodeCPU, Memory: o.ConsumerNodeMemory}})
+func (f *Federation) startConsumer(ctx context.Context, o Options, w *world) (*Consumer, error) {
+	sc := o.Scenario
+	address, _ := geo.LoopbackAddress(sc.Consumer.Region, 10) // checked by Scenario.Validate
+	log := o.Logger.With("consumer", ConsumerID)
+	node := cluster.NodeSpec{Name: ConsumerID + "-worker-1", CPU: sc.Consumer.Node.CPU.String(), Memory: sc.Consumer.Node.Memory.String()}
+	c, err := cluster.Start(ctx, cluster.Options{Name: ConsumerID, Addr: net.JoinHostPort(address, "0"), Nodes: []cluster.NodeSpec{node}, Logger: o.Logger.With("cluster", ConsumerID)})
 	if err != nil {
 		return nil, err
 	}
 	cons := &Consumer{ID: ConsumerID, Address: address, Cluster: c, Namespace: AgentNamespace}
-	cfg := c.RESTConfig()
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(c.RESTConfig())
 	if err != nil {
 		return cons, err
 	}
-	if err := ensureNamespace(ctx, kube, AgentNamespace); err != nil {
-		return cons, err
-	}
-	bc, err := f.brokerClient(o, pkiDir, ConsumerID, api.RoleConsumer)
-	if err != nil {
-		return cons, err
-	}
-	log := o.Logger.With("consumer", ConsumerID)
-	ctrl, err := simliqo.NewController(cfg, simliqo.ControllerOptions{NodeDelay: o.PeeringDelay, Logger: log, Name: "liqo-sim-" + ConsumerID})
-	if err != nil {
-		return cons, err
-	}
-	f.run(ctx, "simulated Liqo", ctrl.Run)
 	// What the consumer console changed in an earlier run (the simulated
 	// cluster holding the ConsumerPolicy starts empty).
 	saved, found, err := loadConsumerSettings(consumerSettingsPath(o))
 	if err != nil {
 		return cons, err
 	}
-	if found && (saved.Policy.Placement.Type != "" || saved.Policy.Placement.Weights != nil || saved.Policy.Location != nil) {
-		if err := console.UpdatePolicy(ctx, cl, AgentNamespace, func(s *fav1alpha1.ConsumerPolicySpec) { *s = saved.Policy }); err != nil {
-			return cons, fmt.Errorf("restoring the consumer's saved policy: %w", err)
-		}
-		if l := saved.Policy.Location; l != nil {
-			f.setConsumerLocation(&api.Topology{City: l.City, Region: l.Region, Latitude: l.Latitude, Longitude: l.Longitude})
-		}
+	cons.Workload = workload.New(kube, sc.Workload.Namespace, log)
+	work := workload.Spec{Enabled: o.Workload, Replicas: sc.Workload.Replicas, CPU: sc.Workload.CPU, Memory: sc.Workload.Memory}
+	if found {
+		work = saved.workload()
+		work.Enabled = work.Enabled || o.Workload
 	}
-	cons.Agent, err = consumer.New(consumer.Config{
-		ClusterID: ConsumerID, LiqoClusterID: ConsumerID, Namespace: AgentNamespace, Kube: kube, Client: cl, Broker: bc,
-		Driver: simliqo.NewDriver(cl, simliqo.DriverOptions{LocalClusterID: ConsumerID, Logger: log}),
-		Prober: probe.NewProber(probe.ProberConfig{TTL: 5 * time.Second}), AdvertisedIP: address,
-		Geo: func(ctx context.Context, ip string) (*consumer.Location, error) {
-			loc, found, err := geoClient.Lookup(ctx, ip)
-			if err != nil || !found {
-				return nil, err
-			}
-			return &consumer.Location{Region: loc.Region, City: loc.City, Latitude: loc.Latitude, Longitude: loc.Longitude}, nil
-		},
-		Interval: 5 * time.Second, PolicyPoll: 500 * time.Millisecond, Resync: 2 * time.Second, Logger: log,
-	})
+	if err := cons.Workload.Set(work); err != nil {
+		return cons, err
+	}
+	b, err := f.bundle(o, w.pkiDir, ConsumerID, api.RoleConsumer)
 	if err != nil {
 		return cons, err
 	}
-	f.run(ctx, "consumer agent", cons.Agent.Run)
-	go func() { <-ctx.Done(); f.wg.Wait(); bc.Close() }()
-
-	localLn, err := f.guard.Listen(ctx, "local-api", o.addr(5))
-	if err != nil {
-		return cons, fmt.Errorf("local API listener: %w", err)
+	d := f.agentDeps(o, w, b, c, log)
+	d.AdvertisedIP, d.LocalAPIListen = address, o.addr(5)
+	if !o.NoConsoles {
+		d.ConsoleListen = o.addr(4)
+		d.Console.Consumer = func(cc *console.Consumer) web.ConsumerBackend {
+			return &workloadConsumer{Consumer: cc, w: cons.Workload, kube: kube, f: f, settings: consumerSettingsPath(o)}
+		}
 	}
-	cons.LocalAPIURL = "http://" + localLn.Addr().String()
-	f.serveHTTP(ctx, "consumer local API", localLn, cons.Agent.LocalAPI())
+	ag := sc.Agents
+	d.TuneConsumer = func(c *consumer.Config) {
+		c.Interval, c.PolicyPoll, c.Resync = ag.ConsumerHeartbeat.Duration, ag.PolicyPoll.Duration, ag.Resync.Duration
+		c.Prober = probe.NewProber(probe.ProberConfig{TTL: ag.ProbeTTL.Duration})
+	}
+	a, err := assemble(ctx, o, api.RoleConsumer, d)
+	if err != nil {
+		return cons, err
+	}
+	if found {
+		if err := f.restorePolicy(ctx, c, saved); err != nil {
+			a.Close()
+			return cons, err
+		}
+	}
+	cons.Agent, cons.LocalAPIURL = a.Consumer, "http://"+a.Addrs.LocalAPI
+	if a.Addrs.Console != "" {
+		cons.ConsoleURL = "http://" + urlHost(a.Addrs.Console)
+	}
+	f.run(ctx, "consumer agent", a.Run)
+	if err := f.startAutoscaling(ctx, o, cons, kube); err != nil {
+		return cons, err
+	}
+	f.run(ctx, "workload", cons.Workload.Run)
+	return cons, nil
+}
 
-	// The adapter, over the local API, serving externalgrpc on loopback.
+// startAutoscaling starts the adapter (over the consumer's local API,
+// serving externalgrpc on loopback) and the autoscaler that talks to it
+// over gRPC only.
+func (f *Federation) startAutoscaling(ctx context.Context, o Options, cons *Consumer, kube kubernetes.Interface) error {
 	agentAPI, err := localapi.NewClient(cons.LocalAPIURL, nil)
 	if err != nil {
-		return cons, err
+		return err
 	}
 	adapter, err := externalgrpc.New(externalgrpc.Config{Agent: agentAPI, CacheTTL: min(o.ScanInterval/2, 2*time.Second), Logger: o.Logger.With("component", "adapter")})
 	if err != nil {
-		return cons, err
+		return err
 	}
 	grpcLn, err := f.guard.Listen(ctx, "adapter", o.addr(6))
 	if err != nil {
 		adapter.Close()
-		return cons, fmt.Errorf("adapter listener: %w", err)
+		return fmt.Errorf("adapter listener: %w", err)
 	}
 	cons.AdapterAddr = grpcLn.Addr().String()
 	gs := grpc.NewServer()
@@ -783,11 +748,9 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, pkiDir string
 		defer adapter.Close()
 		return gs.Serve(grpcLn)
 	})
-
-	// The autoscaler, talking to the adapter over gRPC only.
 	conn, err := grpc.NewClient(cons.AdapterAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
-		return cons, err
+		return err
 	}
 	ca, err := autoscaler.New(autoscaler.Config{
 		Client: protos.NewCloudProviderClient(conn), Kube: kube, ScanInterval: o.ScanInterval,
@@ -795,34 +758,32 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, pkiDir string
 	})
 	if err != nil {
 		_ = conn.Close()
-		return cons, err
+		return err
 	}
 	f.run(ctx, "autoscaler", func(ctx context.Context) error { defer conn.Close(); return ca.Run(ctx) })
-
-	cons.Workload = cluster.NewWorkload(kube, "demo", log)
-	work := cluster.WorkloadSpec{Enabled: o.Workload, Replicas: 6, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}
-	if found {
-		work = saved.workload()
-		work.Enabled = work.Enabled || o.Workload
-	}
-	if err := cons.Workload.Set(work); err != nil {
-		return cons, err
-	}
-	f.run(ctx, "workload", cons.Workload.Run)
-	if !o.NoConsoles {
-		url, err := f.consumerConsole(ctx, o, cons, cl, kube, bc)
-		if err != nil {
-			return cons, err
-		}
-		cons.ConsoleURL = url
-	}
-	return cons, nil
+	return nil
 }
 
-func ensureNamespace(ctx context.Context, kube kubernetes.Interface, ns string) error {
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating namespace %s: %w", ns, err)
+// restorePolicy writes the policy and location the consumer console saved
+// in an earlier run into the fresh simulated cluster, before the consumer
+// agent's first heartbeat (Assemble installed the CRDs and the namespace).
+func (f *Federation) restorePolicy(ctx context.Context, c *cluster.Cluster, saved consumerSettings) error {
+	if saved.Policy.Placement.Type == "" && saved.Policy.Placement.Weights == nil && saved.Policy.Location == nil {
+		return nil
+	}
+	scheme, err := agentcmd.Scheme()
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(c.RESTConfig(), client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := console.UpdatePolicy(ctx, cl, AgentNamespace, func(s *fav1alpha1.ConsumerPolicySpec) { *s = saved.Policy }); err != nil {
+		return fmt.Errorf("restoring the consumer's saved policy: %w", err)
+	}
+	if l := saved.Policy.Location; l != nil {
+		f.setConsumerLocation(&api.Topology{City: l.City, Region: l.Region, Latitude: l.Latitude, Longitude: l.Longitude})
 	}
 	return nil
 }

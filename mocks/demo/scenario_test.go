@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
-	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -144,7 +144,7 @@ func (d *driver) virtualNodes() map[string]int {
 // pods returns the workload's Running and other pods.
 func (d *driver) pods() (running, other int) {
 	d.t.Helper()
-	list, err := d.consumer.CoreV1().Pods("demo").List(context.Background(), metav1.ListOptions{LabelSelector: cluster.WorkloadLabel})
+	list, err := d.consumer.CoreV1().Pods("demo").List(context.Background(), metav1.ListOptions{LabelSelector: workload.Label})
 	if err != nil {
 		d.t.Fatal(err)
 	}

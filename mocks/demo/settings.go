@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
-	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
@@ -59,8 +59,8 @@ func loadConsumerSettings(path string) (consumerSettings, bool, error) {
 	return s, true, nil
 }
 
-func (s consumerSettings) workload() cluster.WorkloadSpec {
-	return cluster.WorkloadSpec{Enabled: s.Workload.Enabled, Replicas: s.Workload.Replicas, CPU: s.Workload.CPU, Memory: s.Workload.Memory}
+func (s consumerSettings) workload() workload.Spec {
+	return workload.Spec{Enabled: s.Workload.Enabled, Replicas: s.Workload.Replicas, CPU: s.Workload.CPU, Memory: s.Workload.Memory}
 }
 
 // write saves s atomically (a rename), so a crash never leaves half a file.
@@ -82,7 +82,7 @@ func (s consumerSettings) write(path string) error {
 	return nil
 }
 
-func savedWorkloadOf(w cluster.WorkloadSpec) savedWorkload {
+func savedWorkloadOf(w workload.Spec) savedWorkload {
 	return savedWorkload{Enabled: w.Enabled, Replicas: w.Replicas, CPU: w.CPU, Memory: w.Memory}
 }
 
@@ -111,7 +111,7 @@ func (f *Federation) setConsumerLocation(loc *api.Topology) {
 func (f *Federation) retuneProbes() {
 	f.locMu.Lock()
 	defer f.locMu.Unlock()
-	cons, _ := geo.Home(consumerRegion)
+	cons, _ := geo.Home(f.consumerRegion)
 	consMoved := f.consumerLoc != nil
 	if consMoved {
 		cons = *f.consumerLoc

@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
-	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
 )
 
 // TestConsumerSettingsRoundTrip: what the consumer console changed comes
@@ -25,7 +25,7 @@ func TestConsumerSettingsRoundTrip(t *testing.T) {
 			Placement: fav1alpha1.Placement{Type: fav1alpha1.PlacementWeighted, Weights: &fav1alpha1.PlacementWeights{Distance: 1}},
 			Location:  &fav1alpha1.Location{City: "Sydney", Region: "NSW", Latitude: -33.8688, Longitude: 151.2093},
 		},
-		Workload: savedWorkloadOf(cluster.WorkloadSpec{Enabled: true, Replicas: 3, CPU: resource.MustParse("500m"), Memory: resource.MustParse("1Gi")}),
+		Workload: savedWorkloadOf(workload.Spec{Enabled: true, Replicas: 3, CPU: resource.MustParse("500m"), Memory: resource.MustParse("1Gi")}),
 	}
 	if err := want.write(path); err != nil {
 		t.Fatal(err)

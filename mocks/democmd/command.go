@@ -57,8 +57,8 @@ addresses it prints), whatever the --log-level default below says; pass
 			if err != nil {
 				return err
 			}
-			if providers < 1 || providers > demo.MaxProviders {
-				return fmt.Errorf("--providers %d: use 1 to %d", providers, demo.MaxProviders)
+			if providers < 1 || providers > demo.MaxProviders() {
+				return fmt.Errorf("--providers %d: use 1 to %d", providers, demo.MaxProviders())
 			}
 			o.Providers = demo.DefaultProviders(providers)
 			o.Logger = log
@@ -70,7 +70,7 @@ addresses it prints), whatever the --log-level default below says; pass
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&providers, "providers", 3, fmt.Sprintf("number of provider clusters (1–%d); the first three are Sydney, Montreal and Paris", demo.MaxProviders))
+	f.IntVar(&providers, "providers", 3, fmt.Sprintf("number of provider clusters (1–%d); the first three are Sydney, Montreal and Paris", demo.MaxProviders()))
 	f.IntVar(&o.BasePort, "base-port", 18440, "first port: broker API +0, dashboard +1, mock-geo +2, mock-eco +3, consumer console +4, local API +5, adapter +6, provider consoles +10…; 0 picks free ports")
 	f.StringVar(&o.DataDir, "data-dir", "demo-data", "folder of the demo's PKI, join bundles, providers' sharing files, the consumer's saved policy, location and workload (consumer/settings.yaml) and console token (created on first run, reused later) and of the broker database (emptied at every start: the simulated clusters do not outlive a run)")
 	f.StringVar(&o.ListenHost, "listen-host", "127.0.0.1", "address of the broker, dashboard and consoles (the clusters always use their cities' loopback addresses)")

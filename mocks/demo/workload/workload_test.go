@@ -1,4 +1,4 @@
-package cluster_test
+package workload_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
 )
 
 func eventually(t *testing.T, what string, cond func() (bool, error)) {
@@ -32,7 +33,7 @@ func eventually(t *testing.T, what string, cond func() (bool, error)) {
 
 // podCounts returns (running, unschedulable) workload pods.
 func podCounts(ctx context.Context, c *cluster.Cluster, ns string) (running, unschedulable int, nodes map[string]int, err error) {
-	list, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: cluster.WorkloadLabel})
+	list, err := c.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: workload.Label})
 	if err != nil {
 		return 0, 0, nil, err
 	}
@@ -59,12 +60,12 @@ func TestSchedulerAndWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Stop() }()
-	w := cluster.NewWorkload(c.Client(), "workload", nil)
+	w := workload.New(c.Client(), "workload", nil)
 	c.Go("workload", w.Run)
 
 	set := func(enabled bool, replicas int32, cpu string) {
 		t.Helper()
-		if err := w.Set(cluster.WorkloadSpec{Enabled: enabled, Replicas: replicas, CPU: resource.MustParse(cpu), Memory: resource.MustParse("1Gi")}); err != nil {
+		if err := w.Set(workload.Spec{Enabled: enabled, Replicas: replicas, CPU: resource.MustParse(cpu), Memory: resource.MustParse("1Gi")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -98,7 +99,7 @@ func TestSchedulerAndWorkload(t *testing.T) {
 	})
 
 	// A pod without the toleration never lands on the tainted node.
-	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "workload", Labels: map[string]string{cluster.WorkloadLabel: "x"}},
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "workload", Labels: map[string]string{workload.Label: "x"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}}}
 	if _, err := c.Client().CoreV1().Pods("workload").Create(ctx, plain, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,7 @@
-package cluster
+// Package workload is the demo's workload: a Deployment-like set of pods
+// that the consumer console switches on and off and resizes, so that the
+// consumer cluster runs out of room and the autoscaler borrows chunks.
+package workload
 
 import (
 	"context"
@@ -13,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 )
 
-// WorkloadSpec is the demo workload's desired state.
-type WorkloadSpec struct {
+// Spec is the workload's desired state.
+type Spec struct {
 	// Enabled switches the workload on; off means zero pods.
 	Enabled bool
 	// Replicas is the number of pods while enabled.
@@ -27,7 +32,7 @@ type WorkloadSpec struct {
 }
 
 // Validate says what is wrong with a spec.
-func (w WorkloadSpec) Validate() error {
+func (w Spec) Validate() error {
 	if w.Replicas < 0 || w.Replicas > 200 {
 		return fmt.Errorf("replicas %d: use 0 to 200", w.Replicas)
 	}
@@ -37,12 +42,12 @@ func (w WorkloadSpec) Validate() error {
 	return nil
 }
 
-// WorkloadLabel marks the workload's pods.
-const WorkloadLabel = "demo.federation-autoscaler.io/workload"
+// Label marks the workload's pods.
+const Label = "demo.federation-autoscaler.io/workload"
 
 // VirtualNodeToleration lets a pod run on a Liqo virtual node. Real Liqo
 // adds it to pods of offloaded namespaces; the demo workload carries it.
-var VirtualNodeToleration = corev1.Toleration{Key: "virtual-node.liqo.io/not-allowed", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}
+var VirtualNodeToleration = corev1.Toleration{Key: liqo.VirtualNodeTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}
 
 // Workload keeps a Deployment-like set of pods in step with its spec: the
 // consumer console's workload switch.
@@ -52,23 +57,23 @@ type Workload struct {
 	log       *slog.Logger
 
 	mu   sync.Mutex
-	spec WorkloadSpec
+	spec Spec
 	kick chan struct{}
 }
 
-// NewWorkload returns a workload in namespace (created if missing), off.
-func NewWorkload(client kubernetes.Interface, namespace string, log *slog.Logger) *Workload {
+// New returns a workload in namespace (created if missing), off.
+func New(client kubernetes.Interface, namespace string, log *slog.Logger) *Workload {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Workload{
 		client: client, namespace: namespace, log: log, kick: make(chan struct{}, 1),
-		spec: WorkloadSpec{Replicas: 4, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")},
+		spec: Spec{Replicas: 4, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")},
 	}
 }
 
 // Spec returns the desired state.
-func (w *Workload) Spec() WorkloadSpec {
+func (w *Workload) Spec() Spec {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.spec
@@ -78,7 +83,7 @@ func (w *Workload) Spec() WorkloadSpec {
 func (w *Workload) Namespace() string { return w.namespace }
 
 // Set changes the desired state; the pods follow at once.
-func (w *Workload) Set(spec WorkloadSpec) error {
+func (w *Workload) Set(spec Spec) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
@@ -122,7 +127,7 @@ func (w *Workload) reconcile(ctx context.Context) error {
 	if spec.Enabled {
 		want = spec.Replicas
 	}
-	list, err := w.client.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: WorkloadLabel})
+	list, err := w.client.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: Label})
 	if err != nil {
 		return fmt.Errorf("listing workload pods: %w", err)
 	}
@@ -154,14 +159,14 @@ func (w *Workload) reconcile(ctx context.Context) error {
 		}
 	}
 	for n := int32(len(keep)); n < want; n++ {
-		if _, err := w.client.CoreV1().Pods(w.namespace).Create(ctx, workloadPod(spec), metav1.CreateOptions{}); err != nil {
+		if _, err := w.client.CoreV1().Pods(w.namespace).Create(ctx, pod(spec), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating workload pod: %w", err)
 		}
 	}
 	return nil
 }
 
-func sameSize(p *corev1.Pod, spec WorkloadSpec) bool {
+func sameSize(p *corev1.Pod, spec Spec) bool {
 	if len(p.Spec.Containers) != 1 {
 		return false
 	}
@@ -169,9 +174,9 @@ func sameSize(p *corev1.Pod, spec WorkloadSpec) bool {
 	return r.Cpu().Cmp(spec.CPU) == 0 && r.Memory().Cmp(spec.Memory) == 0
 }
 
-func workloadPod(spec WorkloadSpec) *corev1.Pod {
+func pod(spec Spec) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "workload-", Labels: map[string]string{WorkloadLabel: "true", "app": "demo-workload"}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "workload-", Labels: map[string]string{Label: "true", "app": "demo-workload"}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name: "app", Image: "registry.k8s.io/pause:3.10",
