@@ -39,7 +39,6 @@ import (
 	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc"
-	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/catest"
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/protos"
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
@@ -47,6 +46,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/autoscaler"
 	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
@@ -71,13 +71,13 @@ type stack struct {
 	// stand-in reports NotReady.
 	lost      sync.Map
 	providers map[string]context.CancelFunc
-	ca        *catest.Autoscaler
+	ca        *autoscaler.Core
 	logger    *slog.Logger
 	wg        sync.WaitGroup
 	// transports of the agents' broker clients, closed at the end
 	transports []*http.Transport
 	// gen is the CA generation the scenario plays (default CA132 = 0).
-	gen catest.Generation
+	gen autoscaler.Generation
 }
 
 func logger(testing.TB) *slog.Logger {
@@ -362,14 +362,14 @@ func (s *stack) liqoStandIn(ctx context.Context, cl client.Client, kube kubernet
 }
 
 // nodes lists the consumer's nodes as CA sees them.
-func (s *stack) nodes(ctx context.Context) ([]catest.Node, error) {
+func (s *stack) nodes(ctx context.Context) ([]autoscaler.Node, error) {
 	list, err := s.consumerKube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	out := []catest.Node{{Name: "control-plane", ProviderID: "kind://docker/consumer/control-plane"}}
+	out := []autoscaler.Node{{Name: "control-plane", ProviderID: "kind://docker/consumer/control-plane"}}
 	for _, n := range list.Items {
-		out = append(out, catest.Node{Name: n.Name, ProviderID: n.Spec.ProviderID, NotReady: !ready(&n)})
+		out = append(out, autoscaler.Node{Name: n.Name, ProviderID: n.Spec.ProviderID, NotReady: !ready(&n)})
 	}
 	return out, nil
 }
@@ -385,12 +385,12 @@ func ready(n *corev1.Node) bool {
 
 // until runs CA loops every scan interval until cond holds or the
 // deadline passes.
-func (s *stack) until(want int, what string, timeout time.Duration, cond func(*catest.Loop) bool) *catest.Loop {
+func (s *stack) until(want int, what string, timeout time.Duration, cond func(*autoscaler.Loop) bool) *autoscaler.Loop {
 	s.t.Helper()
 	deadline := time.Now().Add(timeout)
 	scan := time.NewTicker(200 * time.Millisecond) // CA's --scan-interval
 	defer scan.Stop()
-	var last *catest.Loop
+	var last *autoscaler.Loop
 	var lastErr error
 	failed := 0
 	for {
@@ -433,7 +433,7 @@ func transient(err error) bool {
 	return false
 }
 
-func describe(l *catest.Loop) string {
+func describe(l *autoscaler.Loop) string {
 	if l == nil {
 		return "none completed"
 	}
@@ -446,8 +446,8 @@ func describe(l *catest.Loop) string {
 	return out
 }
 
-func steady(n int) func(*catest.Loop) bool {
-	return func(l *catest.Loop) bool {
+func steady(n int) func(*autoscaler.Loop) bool {
+	return func(l *autoscaler.Loop) bool {
 		if l.Registered() != n || l.Targets() != int32(n) {
 			return false
 		}
@@ -460,7 +460,7 @@ func steady(n int) func(*catest.Loop) bool {
 	}
 }
 
-func registeredPer(l *catest.Loop) map[string]int {
+func registeredPer(l *autoscaler.Loop) map[string]int {
 	out := map[string]int{}
 	for id, g := range l.Groups {
 		out[id] = len(g.Registered)
@@ -476,8 +476,8 @@ func TestConformanceRealAgentAndBroker(t *testing.T) {
 	// field 2 (≥ 1.35).
 	for _, gen := range []struct {
 		name string
-		g    catest.Generation
-	}{{"CA 1.32", catest.CA132}, {"CA 1.35", catest.CA135}} {
+		g    autoscaler.Generation
+	}{{"CA 1.32", autoscaler.CA132}, {"CA 1.35", autoscaler.CA135}} {
 		t.Run(gen.name, func(t *testing.T) {
 			kube, cl := fakeConsumerCluster(t)
 			conformanceGen(t, kube, cl, gen.g)
@@ -488,10 +488,10 @@ func TestConformanceRealAgentAndBroker(t *testing.T) {
 // conformance runs the scenario with the consumer cluster kube/cl and the
 // Liqo stand-in.
 func conformance(t *testing.T, kube kubernetes.Interface, ccl client.Client) {
-	conformanceGen(t, kube, ccl, catest.CA135)
+	conformanceGen(t, kube, ccl, autoscaler.CA135)
 }
 
-func conformanceGen(t *testing.T, kube kubernetes.Interface, ccl client.Client, gen catest.Generation) {
+func conformanceGen(t *testing.T, kube kubernetes.Interface, ccl client.Client, gen autoscaler.Generation) {
 	s := startStack(t)
 	s.startProvider("p1")
 	s.startProvider("p2")
@@ -503,17 +503,17 @@ func conformanceGen(t *testing.T, kube kubernetes.Interface, ccl client.Client, 
 // scenario plays CA: 0→5 over two providers, then (withLoss) a provider
 // lost mid-way, then back to 0.
 func scenario(t *testing.T, s *stack, cl protos.CloudProviderClient, withLoss bool) {
-	s.ca = &catest.Autoscaler{
+	s.ca = &autoscaler.Core{
 		Client: cl, Now: time.Now, Generation: s.gen,
 		MaxNodeProvisionTime: time.Minute,
 		ScaleDownUnreadyTime: time.Second,
-		Cluster:              catest.ClusterFunc(s.nodes),
+		Cluster:              autoscaler.ClusterFunc(s.nodes),
 	}
 
 	// Wait until both providers are offered (an empty view is legal, so
 	// poll NodeGroups until both groups with head-room exist is not
 	// possible under single-winner masking: wait for one growable group).
-	s.until(0, "a growable group", 20*time.Second, func(l *catest.Loop) bool {
+	s.until(0, "a growable group", 20*time.Second, func(l *autoscaler.Loop) bool {
 		for _, g := range l.Groups {
 			if g.Max > g.Target {
 				return true
@@ -554,7 +554,7 @@ func scenario(t *testing.T, s *stack, cl protos.CloudProviderClient, withLoss bo
 	s.providers["p2"]()
 	s.lost.Store("liqo-p2", true)
 	start = time.Now()
-	l = s.until(5, "5 ready nodes on p1 and p3", 90*time.Second, func(l *catest.Loop) bool {
+	l = s.until(5, "5 ready nodes on p1 and p3", 90*time.Second, func(l *autoscaler.Loop) bool {
 		_, p2 := l.Groups["ng-p2-standard"]
 		return steady(5)(l) && !p2
 	})

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/catest"
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi/localapitest"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/autoscaler"
 )
 
 // world is the fake agent plus a peering controller standing in for the
@@ -17,7 +17,7 @@ type world struct {
 	t    *testing.T
 	h    *harness
 	fake *localapitest.Agent
-	ca   *catest.Autoscaler
+	ca   *autoscaler.Core
 	hang map[string]bool
 	// hangNext makes the next new reservations hang.
 	hangNext int
@@ -26,21 +26,21 @@ type world struct {
 	loops    int
 }
 
-func newWorld(t *testing.T, gen catest.Generation, fake *localapitest.Agent) *world {
+func newWorld(t *testing.T, gen autoscaler.Generation, fake *localapitest.Agent) *world {
 	h := newHarness(t, fake)
 	w := &world{t: t, h: h, fake: fake, hang: map[string]bool{}, known: map[string]bool{}}
-	w.ca = &catest.Autoscaler{
+	w.ca = &autoscaler.Core{
 		Client:               h.cl,
 		Now:                  h.clk.Now,
 		Generation:           gen,
 		MaxNodeProvisionTime: 10 * time.Second,
-		Cluster: catest.ClusterFunc(func(context.Context) ([]catest.Node, error) {
-			var nodes []catest.Node
+		Cluster: autoscaler.ClusterFunc(func(context.Context) ([]autoscaler.Node, error) {
+			var nodes []autoscaler.Node
 			// A control-plane node that is not ours.
-			nodes = append(nodes, catest.Node{Name: "control-plane", ProviderID: "kind://docker/consumer/control-plane"})
+			nodes = append(nodes, autoscaler.Node{Name: "control-plane", ProviderID: "kind://docker/consumer/control-plane"})
 			for _, vn := range fake.VirtualNodes() {
 				if vn.Phase == localapi.PhaseRunning || vn.Phase == localapi.PhaseDeleting && vn.ProviderID != "" {
-					nodes = append(nodes, catest.Node{Name: vn.Name, ProviderID: vn.ProviderID})
+					nodes = append(nodes, autoscaler.Node{Name: vn.Name, ProviderID: vn.ProviderID})
 				}
 			}
 			return nodes, nil
@@ -84,7 +84,7 @@ func (w *world) settle() {
 }
 
 // loop runs one CA loop (2 s scan interval) and settles the world.
-func (w *world) loop(want int) *catest.Loop {
+func (w *world) loop(want int) *autoscaler.Loop {
 	w.t.Helper()
 	w.loops++
 	before := w.fake.Calls(localapitest.RouteNodeGroups)
@@ -105,7 +105,7 @@ func (w *world) loop(want int) *catest.Loop {
 }
 
 // until runs loops until cond holds on a loop's view, at most n loops.
-func (w *world) until(want, n int, what string, cond func(*catest.Loop) bool) *catest.Loop {
+func (w *world) until(want, n int, what string, cond func(*autoscaler.Loop) bool) *autoscaler.Loop {
 	w.t.Helper()
 	for range n {
 		if l := w.loop(want); cond(l) {
@@ -124,8 +124,8 @@ func (w *world) perProvider() map[string]int {
 	return out
 }
 
-func steady(n int) func(*catest.Loop) bool {
-	return func(l *catest.Loop) bool {
+func steady(n int) func(*autoscaler.Loop) bool {
+	return func(l *autoscaler.Loop) bool {
 		if l.Registered() != n || l.Targets() != int32(n) {
 			return false
 		}
@@ -141,8 +141,8 @@ func steady(n int) func(*catest.Loop) bool {
 func TestConformanceFakeAgent(t *testing.T) {
 	for _, gen := range []struct {
 		name string
-		g    catest.Generation
-	}{{"CA 1.32", catest.CA132}, {"CA 1.35", catest.CA135}} {
+		g    autoscaler.Generation
+	}{{"CA 1.32", autoscaler.CA132}, {"CA 1.35", autoscaler.CA135}} {
 		t.Run(gen.name, func(t *testing.T) {
 			fake := localapitest.New(stdGroup("p1", 3, 0), stdGroup("p2", 6, 0))
 			w := newWorld(t, gen.g, fake)
@@ -159,7 +159,7 @@ func TestConformanceFakeAgent(t *testing.T) {
 			// 2. An instance that never registers is deleted through its
 			// fake node after the provision time, then replaced.
 			w.hangNext = 1
-			w.until(6, 12, "the unregistered instance deleted", func(l *catest.Loop) bool { return len(l.Deleted["ng-p2-standard"]) == 1 })
+			w.until(6, 12, "the unregistered instance deleted", func(l *autoscaler.Loop) bool { return len(l.Deleted["ng-p2-standard"]) == 1 })
 			if got := len(w.fake.Reservations()); got != 5 {
 				t.Fatalf("%d live reservations after deleting the unregistered one, want 5", got)
 			}
@@ -167,14 +167,14 @@ func TestConformanceFakeAgent(t *testing.T) {
 
 			// 3. A failed peering is reported with errorInfo and deleted.
 			w.failNext = 1
-			w.until(7, 6, "the failed instance deleted", func(l *catest.Loop) bool { return len(l.Deleted["ng-p2-standard"]) == 1 })
+			w.until(7, 6, "the failed instance deleted", func(l *autoscaler.Loop) bool { return len(l.Deleted["ng-p2-standard"]) == 1 })
 			w.until(7, 10, "7 registered nodes", steady(7))
 
 			// 4. A stale instance view: the target is fixed with a negative
 			// DecreaseTargetSize that only drops the unregistered one.
 			w.ca.SkipUnregisteredRemoval = true
 			w.hangNext = 1
-			w.until(8, 12, "DecreaseTargetSize", func(l *catest.Loop) bool { return l.Decreased["ng-p2-standard"] == -1 })
+			w.until(8, 12, "DecreaseTargetSize", func(l *autoscaler.Loop) bool { return l.Decreased["ng-p2-standard"] == -1 })
 			w.ca.SkipUnregisteredRemoval = false
 			w.until(7, 6, "7 registered nodes again", steady(7))
 
@@ -189,7 +189,7 @@ func TestConformanceFakeAgent(t *testing.T) {
 
 func TestConformanceProviderLost(t *testing.T) {
 	fake := localapitest.New(stdGroup("p1", 3, 0), stdGroup("p2", 3, 0))
-	w := newWorld(t, catest.CA135, fake)
+	w := newWorld(t, autoscaler.CA135, fake)
 	w.until(4, 10, "4 registered nodes", steady(4))
 	if pp := w.perProvider(); pp["p1"] != 3 || pp["p2"] != 1 {
 		t.Fatalf("per provider = %v", pp)
@@ -202,7 +202,7 @@ func TestConformanceProviderLost(t *testing.T) {
 		}
 	}
 	w.h.expire()
-	w.until(4, 6, "the lost provider's node deleted", func(l *catest.Loop) bool { return len(l.Deleted["ng-p2-standard"]) == 1 })
+	w.until(4, 6, "the lost provider's node deleted", func(l *autoscaler.Loop) bool { return len(l.Deleted["ng-p2-standard"]) == 1 })
 	// Nothing can grow (p1 full, p2 gone) until a new provider appears.
 	l := w.loop(4)
 	if len(l.Increased) != 0 {

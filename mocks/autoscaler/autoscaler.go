@@ -13,8 +13,10 @@
 //     running or pending pod for ScaleDownUnneededTime is deleted through
 //     DeleteNodes;
 //   - hygiene (failed or never-registered instances, target fixes, unready
-//     nodes) is adapter/externalgrpc/catest's loop, which this package calls
-//     with the computed target instead of duplicating.
+//     nodes) is Core's loop (core.go), called with the computed target.
+//
+// Core alone is the CA stand-in of the adapter's conformance suites: the one
+// Cluster Autoscaler stand-in of the project.
 package autoscaler
 
 import (
@@ -30,7 +32,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/catest"
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/protos"
 )
 
@@ -56,7 +57,7 @@ type Config struct {
 // Autoscaler is the loop. Run it once.
 type Autoscaler struct {
 	cfg           Config
-	ca            *catest.Autoscaler
+	ca            *Core
 	log           *slog.Logger
 	unneededSince map[string]time.Time
 }
@@ -82,8 +83,8 @@ func New(cfg Config) (*Autoscaler, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	a := &Autoscaler{cfg: cfg, log: cfg.Logger, unneededSince: map[string]time.Time{}}
-	a.ca = &catest.Autoscaler{
-		Client: cfg.Client, Cluster: catest.ClusterFunc(a.nodes), Now: cfg.Now, Generation: catest.CA135,
+	a.ca = &Core{
+		Client: cfg.Client, Cluster: ClusterFunc(a.nodes), Now: cfg.Now, Generation: CA135,
 		MaxNodeProvisionTime: cfg.MaxNodeProvisionTime, ScaleDownUnreadyTime: cfg.MaxNodeProvisionTime,
 	}
 	return a, nil
@@ -106,15 +107,15 @@ func (a *Autoscaler) Run(ctx context.Context) error {
 	}
 }
 
-func (a *Autoscaler) nodes(ctx context.Context) ([]catest.Node, error) {
+func (a *Autoscaler) nodes(ctx context.Context) ([]Node, error) {
 	list, err := a.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]catest.Node, 0, len(list.Items))
+	out := make([]Node, 0, len(list.Items))
 	for i := range list.Items {
 		n := &list.Items[i]
-		out = append(out, catest.Node{Name: n.Name, ProviderID: n.Spec.ProviderID, NotReady: !ready(n)})
+		out = append(out, Node{Name: n.Name, ProviderID: n.Spec.ProviderID, NotReady: !ready(n)})
 	}
 	return out, nil
 }

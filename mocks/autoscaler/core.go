@@ -1,14 +1,15 @@
-// Package catest plays the Cluster Autoscaler's externalgrpc client against
-// an adapter, the way the fact sheet in docs/adapter.md describes it:
-// Refresh at the start of every loop, NodeGroups once per loop,
-// NodeGroupForNode cached per loop (empty answers never cached), templates
-// decoded from the field the chosen CA generation reads, instance ids
-// matched to node providerIDs, fake nodes (name = providerID = instance id)
-// for unregistered instances, DeleteNodes for failed and timed-out
-// instances, DecreaseTargetSize with negative deltas when the target stays
-// above the registered nodes. Conformance tests drive it against a fake or
-// a real consumer agent.
-package catest
+package autoscaler
+
+// This file is CA's core loop in miniature (Core), the way the fact sheet
+// in docs/adapter.md describes it: Refresh at the start of every loop,
+// NodeGroups once per loop, NodeGroupForNode cached per loop (empty answers
+// never cached), templates decoded from the field the chosen CA generation
+// reads, instance ids matched to node providerIDs, fake nodes (name =
+// providerID = instance id) for unregistered instances, DeleteNodes for
+// failed and timed-out instances, DecreaseTargetSize with negative deltas
+// when the target stays above the registered nodes. The adapter's
+// conformance suites drive it against a fake or a real consumer agent; the
+// demo's Autoscaler drives it with the target its scale-up computes.
 
 import (
 	"context"
@@ -52,9 +53,9 @@ const (
 	CA135                   // reads field 2
 )
 
-// Autoscaler is a small CA-like loop. Set the exported fields, then call
-// RunOnce per scan interval.
-type Autoscaler struct {
+// Core is a small CA-like loop. Set the exported fields, then call RunOnce
+// per scan interval.
+type Core struct {
 	Client  protos.CloudProviderClient
 	Cluster Cluster
 	Now     func() time.Time
@@ -103,6 +104,9 @@ type Loop struct {
 	Decreased map[string]int32
 	// Rejected holds IncreaseSize calls answered InvalidArgument.
 	Rejected map[string]error
+
+	want         int             // the loop's target of borrowed nodes
+	byProviderID map[string]Node // registered nodes by providerID
 }
 
 // Registered counts registered nodes across groups.
@@ -123,7 +127,7 @@ func (l *Loop) Targets() int32 {
 	return n
 }
 
-func (a *Autoscaler) call(ctx context.Context, name string) (context.Context, context.CancelFunc) {
+func (a *Core) call(ctx context.Context, name string) (context.Context, context.CancelFunc) {
 	if a.Calls == nil {
 		a.Calls = map[string]int{}
 	}
@@ -138,75 +142,100 @@ func (a *Autoscaler) call(ctx context.Context, name string) (context.Context, co
 // RunOnce runs one loop towards want borrowed nodes in total. Scale-up
 // picks groups in NodeGroups order, bounded by their max; scale-down
 // deletes registered nodes, last group first.
-func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
+func (a *Core) RunOnce(ctx context.Context, want int) (*Loop, error) {
 	if a.unregisteredSince == nil {
 		a.unregisteredSince = map[string]time.Time{}
 		a.sizeWrongSince = map[string]time.Time{}
 		a.unreadySince = map[string]time.Time{}
 	}
 	now := a.Now()
-	loop := &Loop{Groups: map[string]*Group{}, Increased: map[string]int32{}, Deleted: map[string][]string{}, Decreased: map[string]int32{}, Rejected: map[string]error{}}
+	loop := &Loop{Groups: map[string]*Group{}, Increased: map[string]int32{}, Deleted: map[string][]string{}, Decreased: map[string]int32{}, Rejected: map[string]error{}, want: want}
+	steps := []func(context.Context, *Loop, time.Time) error{
+		a.listGroups,            // 1, 2
+		a.mapNodes,              // 3
+		a.readGroups,            // 4
+		a.removeBroken,          // 5
+		a.fixSizes,              // 6
+		a.removeUnreadyAndScale, // 7, 8
+	}
+	for _, step := range steps {
+		if err := step(ctx, loop, now); err != nil {
+			return nil, err
+		}
+	}
+	return loop, nil
+}
 
-	// 1. Refresh must succeed, or the whole loop aborts.
+// listGroups: 1. Refresh must succeed, or the whole loop aborts; 2.
+// NodeGroups, once per loop.
+func (a *Core) listGroups(ctx context.Context, loop *Loop, _ time.Time) error {
 	c, cancel := a.call(ctx, "Refresh")
 	_, err := a.Client.Refresh(c, &protos.RefreshRequest{})
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("Refresh failed (CA aborts the loop): %w", err)
+		return fmt.Errorf("Refresh failed (CA aborts the loop): %w", err)
 	}
-	// 2. NodeGroups, once per loop.
 	c, cancel = a.call(ctx, "NodeGroups")
 	ngs, err := a.Client.NodeGroups(c, &protos.NodeGroupsRequest{})
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("NodeGroups: %w", err)
+		return fmt.Errorf("NodeGroups: %w", err)
 	}
 	for _, g := range ngs.GetNodeGroups() {
 		if g.GetMinSize() > g.GetMaxSize() {
-			return nil, fmt.Errorf("group %s: min %d > max %d", g.GetId(), g.GetMinSize(), g.GetMaxSize())
+			return fmt.Errorf("group %s: min %d > max %d", g.GetId(), g.GetMinSize(), g.GetMaxSize())
 		}
 		loop.Groups[g.GetId()] = &Group{ID: g.GetId(), Min: g.GetMinSize(), Max: g.GetMaxSize()}
 		loop.Order = append(loop.Order, g.GetId())
 	}
-	// 3. Every node → its group (cached per loop; empty answers not cached).
+	return nil
+}
+
+// mapNodes: 3. Every node → its group (cached per loop; empty answers not
+// cached).
+func (a *Core) mapNodes(ctx context.Context, loop *Loop, _ time.Time) error {
 	nodes, err := a.Cluster.Nodes(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("listing nodes: %w", err)
+		return fmt.Errorf("listing nodes: %w", err)
 	}
-	byProviderID := map[string]Node{}
+	loop.byProviderID = map[string]Node{}
 	for _, n := range nodes {
 		g, err := a.groupForNode(ctx, &protos.ExternalGrpcNode{Name: n.Name, ProviderID: n.ProviderID})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if g == "" {
 			continue
 		}
 		grp, ok := loop.Groups[g]
 		if !ok {
-			return nil, fmt.Errorf("node %s maps to group %s that NodeGroups did not list", n.Name, g)
+			return fmt.Errorf("node %s maps to group %s that NodeGroups did not list", n.Name, g)
 		}
 		grp.Registered = append(grp.Registered, n)
-		byProviderID[n.ProviderID] = n
+		loop.byProviderID[n.ProviderID] = n
 	}
-	// 4. Per group: target, instances, matching.
+	return nil
+}
+
+// readGroups: 4. Per group: target, instances, matching.
+func (a *Core) readGroups(ctx context.Context, loop *Loop, _ time.Time) error {
 	for _, id := range loop.Order {
 		g := loop.Groups[id]
 		c, cancel := a.call(ctx, "NodeGroupTargetSize")
 		ts, err := a.Client.NodeGroupTargetSize(c, &protos.NodeGroupTargetSizeRequest{Id: id})
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("TargetSize %s: %w", id, err)
+			return fmt.Errorf("TargetSize %s: %w", id, err)
 		}
 		g.Target = ts.GetTargetSize()
 		if g.Target < g.Min || g.Target > g.Max {
-			return nil, fmt.Errorf("group %s: target %d outside [%d, %d]", id, g.Target, g.Min, g.Max)
+			return fmt.Errorf("group %s: target %d outside [%d, %d]", id, g.Target, g.Min, g.Max)
 		}
 		c, cancel = a.call(ctx, "NodeGroupNodes")
 		insts, err := a.Client.NodeGroupNodes(c, &protos.NodeGroupNodesRequest{Id: id})
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("NodeGroupNodes %s: %w", id, err)
+			return fmt.Errorf("NodeGroupNodes %s: %w", id, err)
 		}
 		for _, in := range insts.GetInstances() {
 			st := in.GetStatus()
@@ -216,14 +245,18 @@ func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
 			case st.GetErrorInfo().GetErrorCode() != "":
 				g.Failed = append(g.Failed, in.GetId())
 			default:
-				if _, ok := byProviderID[in.GetId()]; !ok {
+				if _, ok := loop.byProviderID[in.GetId()]; !ok {
 					g.Unregistered = append(g.Unregistered, in.GetId())
 				}
 			}
 		}
 	}
-	// 5. Failed creations and unregistered instances past the provision
-	// time are deleted through fake nodes.
+	return nil
+}
+
+// removeBroken: 5. Failed creations and unregistered instances past the
+// provision time are deleted through fake nodes.
+func (a *Core) removeBroken(ctx context.Context, loop *Loop, now time.Time) error {
 	for _, id := range loop.Order {
 		g := loop.Groups[id]
 		var victims []string
@@ -247,32 +280,33 @@ func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
 			// CA resolves the fake node's group first.
 			gid, err := a.groupForNode(ctx, n)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if gid != id {
-				return nil, fmt.Errorf("fake node %s resolved to group %q, want %s", v, gid, id)
+				return fmt.Errorf("fake node %s resolved to group %q, want %s", v, gid, id)
 			}
 			fake = append(fake, n)
 		}
-		c, cancel := a.call(ctx, "NodeGroupDeleteNodes")
-		_, err := a.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: id, Nodes: fake})
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("DeleteNodes (unregistered/failed) %s: %w", id, err)
+		if err := a.deleteNodes(ctx, id, "unregistered/failed", fake); err != nil {
+			return err
 		}
 		loop.Deleted[id] = append(loop.Deleted[id], victims...)
 		for _, v := range victims {
 			delete(a.unregisteredSince, v)
 		}
 	}
-	// 6. Fix node group size (only when nothing was removed above): target
-	// above the registered nodes for longer than the provision time →
-	// DecreaseTargetSize(registered − target), a negative delta.
+	return nil
+}
+
+// fixSizes: 6. Fix node group size (only when nothing was removed above):
+// target above the registered nodes for longer than the provision time →
+// DecreaseTargetSize(registered − target), a negative delta.
+func (a *Core) fixSizes(ctx context.Context, loop *Loop, now time.Time) error {
+	if len(loop.Deleted) > 0 {
+		return nil
+	}
 	for _, id := range loop.Order {
 		g := loop.Groups[id]
-		if len(loop.Deleted) > 0 {
-			break
-		}
 		visible := int32(len(g.Registered))
 		if g.Target <= visible {
 			delete(a.sizeWrongSince, id)
@@ -291,14 +325,18 @@ func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
 		_, err := a.Client.NodeGroupDecreaseTargetSize(c, &protos.NodeGroupDecreaseTargetSizeRequest{Id: id, Delta: delta})
 		cancel()
 		if err != nil {
-			return nil, fmt.Errorf("DecreaseTargetSize %s by %d: %w", id, delta, err)
+			return fmt.Errorf("DecreaseTargetSize %s by %d: %w", id, delta, err)
 		}
 		loop.Decreased[id] = delta
 		delete(a.sizeWrongSince, id)
 	}
+	return nil
+}
 
-	// 7. Unready nodes: deleted after the unready time; until then they do
-	// not count as capacity (the pods they held are pending elsewhere).
+// removeUnready: 7. Unready nodes are deleted after the unready time;
+// until then they do not count as capacity (the pods they held are
+// pending elsewhere). It returns the unready count per group.
+func (a *Core) removeUnready(ctx context.Context, loop *Loop, now time.Time) (map[string]int32, error) {
 	unready := map[string]int32{}
 	for _, id := range loop.Order {
 		g := loop.Groups[id]
@@ -321,95 +359,119 @@ func (a *Autoscaler) RunOnce(ctx context.Context, want int) (*Loop, error) {
 		if len(victims) == 0 {
 			continue
 		}
-		c, cancel := a.call(ctx, "NodeGroupDeleteNodes")
-		_, err := a.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: id, Nodes: victims})
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("DeleteNodes (unready) %s: %w", id, err)
+		if err := a.deleteNodes(ctx, id, "unready", victims); err != nil {
+			return nil, err
 		}
 		for _, v := range victims {
 			loop.Deleted[id] = append(loop.Deleted[id], v.GetName())
 			delete(a.unreadySince, v.GetName())
 		}
 	}
+	return unready, nil
+}
 
-	// 8. Scale up or down towards want.
+// removeUnreadyAndScale: 7, then 8. Scale up or down towards the wanted
+// count, the unready nodes not counted.
+func (a *Core) removeUnreadyAndScale(ctx context.Context, loop *Loop, now time.Time) error {
+	unready, err := a.removeUnready(ctx, loop, now)
+	if err != nil {
+		return err
+	}
 	have := int32(0)
 	for id, g := range loop.Groups {
 		have += g.Target - int32(len(g.Failed)) - unready[id]
 	}
-	switch {
-	case int32(want) > have:
-		need := int32(want) - have
-		for _, id := range loop.Order {
-			g := loop.Groups[id]
-			room := g.Max - g.Target
-			if room <= 0 || need <= 0 {
-				continue
-			}
-			tpl, err := a.template(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			g.Template = tpl
-			d := min(room, need)
-			c, cancel := a.call(ctx, "NodeGroupIncreaseSize")
-			_, err = a.Client.NodeGroupIncreaseSize(c, &protos.NodeGroupIncreaseSizeRequest{Id: id, Delta: d})
-			cancel()
-			if err != nil {
-				// CA records a failed scale-up, backs the group off and
-				// tries the next option. InvalidArgument means CA's view of
-				// the group (from this loop's NodeGroups) was out of date.
-				if status.Code(err) == codes.InvalidArgument {
-					loop.Rejected[id] = err
-				}
-				continue
-			}
-			loop.Increased[id] = d
-			need -= d
-		}
-	case int32(want) < have:
-		excess := int(have) - want
-		for i := len(loop.Order) - 1; i >= 0 && excess > 0; i-- {
-			id := loop.Order[i]
-			g := loop.Groups[id]
-			deleting := map[string]bool{}
-			for _, d := range g.Deleting {
-				deleting[d] = true
-			}
-			var regs []Node
-			for _, n := range g.Registered {
-				if !deleting[n.ProviderID] {
-					regs = append(regs, n)
-				}
-			}
-			sort.Slice(regs, func(i, j int) bool { return regs[i].Name < regs[j].Name })
-			var del []*protos.ExternalGrpcNode
-			for _, n := range regs {
-				if excess == 0 {
-					break
-				}
-				del = append(del, &protos.ExternalGrpcNode{Name: n.Name, ProviderID: n.ProviderID})
-				excess--
-			}
-			if len(del) == 0 {
-				continue
-			}
-			c, cancel := a.call(ctx, "NodeGroupDeleteNodes")
-			_, err := a.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: id, Nodes: del})
-			cancel()
-			if err != nil {
-				return nil, fmt.Errorf("DeleteNodes (scale-down) %s: %w", id, err)
-			}
-			for _, n := range del {
-				loop.Deleted[id] = append(loop.Deleted[id], n.GetName())
-			}
-		}
+	switch want := int32(loop.want); {
+	case want > have:
+		return a.scaleUp(ctx, loop, want-have)
+	case want < have:
+		return a.scaleDown(ctx, loop, int(have-want))
 	}
-	return loop, nil
+	return nil
 }
 
-func (a *Autoscaler) groupForNode(ctx context.Context, n *protos.ExternalGrpcNode) (string, error) {
+// scaleUp grows the groups in NodeGroups order by need nodes, each up to
+// its max.
+func (a *Core) scaleUp(ctx context.Context, loop *Loop, need int32) error {
+	for _, id := range loop.Order {
+		g := loop.Groups[id]
+		room := g.Max - g.Target
+		if room <= 0 || need <= 0 {
+			continue
+		}
+		tpl, err := a.template(ctx, id)
+		if err != nil {
+			return err
+		}
+		g.Template = tpl
+		d := min(room, need)
+		c, cancel := a.call(ctx, "NodeGroupIncreaseSize")
+		_, err = a.Client.NodeGroupIncreaseSize(c, &protos.NodeGroupIncreaseSizeRequest{Id: id, Delta: d})
+		cancel()
+		if err != nil {
+			// CA records a failed scale-up, backs the group off and tries
+			// the next option. InvalidArgument means CA's view of the group
+			// (from this loop's NodeGroups) was out of date.
+			if status.Code(err) == codes.InvalidArgument {
+				loop.Rejected[id] = err
+			}
+			continue
+		}
+		loop.Increased[id] = d
+		need -= d
+	}
+	return nil
+}
+
+// scaleDown deletes excess registered nodes (not already deleting), last
+// group first, by name within a group.
+func (a *Core) scaleDown(ctx context.Context, loop *Loop, excess int) error {
+	for i := len(loop.Order) - 1; i >= 0 && excess > 0; i-- {
+		id := loop.Order[i]
+		g := loop.Groups[id]
+		deleting := map[string]bool{}
+		for _, d := range g.Deleting {
+			deleting[d] = true
+		}
+		var regs []Node
+		for _, n := range g.Registered {
+			if !deleting[n.ProviderID] {
+				regs = append(regs, n)
+			}
+		}
+		sort.Slice(regs, func(i, j int) bool { return regs[i].Name < regs[j].Name })
+		var del []*protos.ExternalGrpcNode
+		for _, n := range regs {
+			if excess == 0 {
+				break
+			}
+			del = append(del, &protos.ExternalGrpcNode{Name: n.Name, ProviderID: n.ProviderID})
+			excess--
+		}
+		if len(del) == 0 {
+			continue
+		}
+		if err := a.deleteNodes(ctx, id, "scale-down", del); err != nil {
+			return err
+		}
+		for _, n := range del {
+			loop.Deleted[id] = append(loop.Deleted[id], n.GetName())
+		}
+	}
+	return nil
+}
+
+// deleteNodes calls NodeGroupDeleteNodes; why names the reason in errors.
+func (a *Core) deleteNodes(ctx context.Context, id, why string, nodes []*protos.ExternalGrpcNode) error {
+	c, cancel := a.call(ctx, "NodeGroupDeleteNodes")
+	defer cancel()
+	if _, err := a.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: id, Nodes: nodes}); err != nil {
+		return fmt.Errorf("DeleteNodes (%s) %s: %w", why, id, err)
+	}
+	return nil
+}
+
+func (a *Core) groupForNode(ctx context.Context, n *protos.ExternalGrpcNode) (string, error) {
 	c, cancel := a.call(ctx, "NodeGroupForNode")
 	defer cancel()
 	r, err := a.Client.NodeGroupForNode(c, &protos.NodeGroupForNodeRequest{Node: n})
@@ -425,7 +487,7 @@ func (a *Autoscaler) groupForNode(ctx context.Context, n *protos.ExternalGrpcNod
 
 // template fetches and decodes a group's template the way the chosen CA
 // generation does; an empty success is the nil-pointer panic of real CA.
-func (a *Autoscaler) template(ctx context.Context, id string) (*corev1.Node, error) {
+func (a *Core) template(ctx context.Context, id string) (*corev1.Node, error) {
 	c, cancel := a.call(ctx, "NodeGroupTemplateNodeInfo")
 	defer cancel()
 	r, err := a.Client.NodeGroupTemplateNodeInfo(c, &protos.NodeGroupTemplateNodeInfoRequest{Id: id})
