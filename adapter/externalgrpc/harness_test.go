@@ -166,15 +166,3 @@ func (h *harness) increase(t testing.TB, id string, delta int32) error {
 
 // expire moves the fake clock past the cache TTL.
 func (h *harness) expire() { h.clk.Step(2 * time.Second) }
-
-// waitFor polls cond until it holds or 5 s pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not waiting for luck
-	}
-}

@@ -19,6 +19,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/protos"
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi/localapitest"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -227,7 +228,7 @@ func TestIncreaseSizeUnknownOutcomeIsReleased(t *testing.T) {
 	fake.Fail(localapitest.RouteReserve, localapitest.Fault{Status: http.StatusInternalServerError, Code: api.CodeInternalError, Message: "broker retries exhausted"})
 	err := h.increase(t, g1, 1)
 	wantCode(t, err, codes.Internal)
-	waitFor(t, "the compensating release", func() bool { return fake.Calls(localapitest.RouteRelease) == 1 })
+	testpoll.Until(t, 5*time.Second, "the compensating release", func() bool { return fake.Calls(localapitest.RouteRelease) == 1 })
 	if got := h.target(t, g1); got != 0 {
 		t.Fatalf("target = %d, want 0", got)
 	}
@@ -253,7 +254,7 @@ func TestIncreaseSizeAnswersBeforeCADeadline(t *testing.T) {
 	// A create the adapter gave up on may still land after the first
 	// release attempt (404): the adapter releases again later. Step the
 	// clock through the retry schedule while waiting.
-	waitFor(t, "nothing reserved", func() bool {
+	testpoll.Until(t, 5*time.Second, "nothing reserved", func() bool {
 		h.clk.Step(time.Second)
 		return len(fake.Reservations()) == 0 && fake.Calls(localapitest.RouteRelease) >= 2
 	})

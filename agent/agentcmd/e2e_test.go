@@ -32,6 +32,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/preflight"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/brokercmd"
@@ -248,13 +249,7 @@ func (f *federation) stopBroker() {
 
 func (f *federation) eventually(what string, cond func() bool) {
 	f.tb.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			f.tb.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition
-	}
+	testpoll.Until(f.tb, 60*time.Second, what, cond)
 }
 
 func (f *federation) call(method, path string, body any, hdr map[string]string, out any) int {

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -59,17 +60,6 @@ func (s *fakeSource) result(id string) []api.InstructionResultRequest {
 	return append([]api.InstructionResultRequest(nil), s.results[id]...)
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not waiting for luck
-	}
-}
-
 func instr(id, res string, kind api.InstructionKind) api.InstructionView {
 	return api.InstructionView{ID: id, ReservationID: res, Kind: kind, IssuedAt: metav1.NewTime(time.Unix(1000, 0))}
 }
@@ -114,14 +104,14 @@ func TestSlowInstructionDoesNotBlockOthers(t *testing.T) {
 		},
 	}
 	startLoop(t, src, h)
-	eventually(t, "peer-b result", func() bool { return len(src.result("peer-b")) == 1 })
+	testpoll.Until(t, 10*time.Second, "peer-b result", func() bool { return len(src.result("peer-b")) == 1 })
 	if got := src.result("peer-a"); len(got) != 0 {
 		t.Fatalf("peer-a finished early: %+v", got)
 	}
 	// peer-a is redelivered on every poll while it runs; it must run once.
-	eventually(t, "several polls", func() bool { src.mu.Lock(); defer src.mu.Unlock(); return src.polls > 5 })
+	testpoll.Until(t, 10*time.Second, "several polls", func() bool { src.mu.Lock(); defer src.mu.Unlock(); return src.polls > 5 })
 	close(release)
-	eventually(t, "peer-a result", func() bool { return len(src.result("peer-a")) == 1 })
+	testpoll.Until(t, 10*time.Second, "peer-a result", func() bool { return len(src.result("peer-a")) == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if runs["peer-a"] != 1 || runs["peer-b"] != 1 {
@@ -143,7 +133,7 @@ func TestFailedAndUnknownInstructionsGetFailedResults(t *testing.T) {
 		},
 	}
 	startLoop(t, src, h)
-	eventually(t, "three results", func() bool {
+	testpoll.Until(t, 10*time.Second, "three results", func() bool {
 		return len(src.result("peer-x")) == 1 && len(src.result("rec-1")) == 1 && len(src.result("peer-z")) == 1
 	})
 	tests := []struct{ id, code string }{
@@ -171,7 +161,7 @@ func TestFailedResultPostIsRetriedWithoutRerunning(t *testing.T) {
 		},
 	}
 	l := startLoop(t, src, h)
-	eventually(t, "result posted", func() bool { return len(src.result("gk-c-p")) == 1 })
+	testpoll.Until(t, 10*time.Second, "result posted", func() bool { return len(src.result("gk-c-p")) == 1 })
 	mu.Lock()
 	defer mu.Unlock()
 	if runs != 1 {
@@ -197,13 +187,13 @@ func TestRearmedSharedInstructionRunsAgain(t *testing.T) {
 	l := startLoop(t, src, h)
 	first := instr("gk-c-p", "r1", api.KindGenerateKubeconfig)
 	l.Submit(context.Background(), []api.InstructionView{first})
-	eventually(t, "first result", func() bool { return len(src.result("gk-c-p")) == 1 })
+	testpoll.Until(t, 10*time.Second, "first result", func() bool { return len(src.result("gk-c-p")) == 1 })
 	l.Submit(context.Background(), []api.InstructionView{first}) // redelivery: re-post, no re-run
-	eventually(t, "re-posted result", func() bool { return len(src.result("gk-c-p")) == 2 })
+	testpoll.Until(t, 10*time.Second, "re-posted result", func() bool { return len(src.result("gk-c-p")) == 2 })
 	second := instr("gk-c-p", "r2", api.KindGenerateKubeconfig)
 	second.IssuedAt = metav1.NewTime(time.Unix(2000, 0))
 	l.Submit(context.Background(), []api.InstructionView{second})
-	eventually(t, "re-armed result", func() bool { return len(src.result("gk-c-p")) == 3 })
+	testpoll.Until(t, 10*time.Second, "re-armed result", func() bool { return len(src.result("gk-c-p")) == 3 })
 	mu.Lock()
 	defer mu.Unlock()
 	if runs["r1"] != 1 || runs["r2"] != 1 {
@@ -266,9 +256,9 @@ func TestBusyPauseEndsWhenAResultIsPosted(t *testing.T) {
 	go func() { defer close(done); _ = l.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 	src.add(instr("peer-1", "r1", api.KindPeer))
-	eventually(t, "peer-1 running and re-listed", func() bool { src.mu.Lock(); defer src.mu.Unlock(); return src.polls >= 2 })
+	testpoll.Until(t, 10*time.Second, "peer-1 running and re-listed", func() bool { src.mu.Lock(); defer src.mu.Unlock(); return src.polls >= 2 })
 	close(release)
-	eventually(t, "peer-1 result", func() bool { return len(src.result("peer-1")) == 1 })
+	testpoll.Until(t, 10*time.Second, "peer-1 result", func() bool { return len(src.result("peer-1")) == 1 })
 	src.add(instr("peer-2", "r2", api.KindPeer))
-	eventually(t, "peer-2 result without waiting for the busy interval", func() bool { return len(src.result("peer-2")) == 1 })
+	testpoll.Until(t, 10*time.Second, "peer-2 result without waiting for the busy interval", func() bool { return len(src.result("peer-2")) == 1 })
 }

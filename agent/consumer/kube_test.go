@@ -20,6 +20,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	simliqo "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -125,17 +126,6 @@ func (d *countingDriver) Unpeer(ctx context.Context, p, kc string) error {
 	return d.Driver.Unpeer(ctx, p, kc)
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition
-	}
-}
-
 // TestPeerUnpeerResyncOnRealAPIServer: Peer with the simulated Liqo creates
 // exactly one ResourceSlice, the sim builds the VirtualNode and Node, the
 // projector reaches Running with the providerID set; Unpeer removes
@@ -186,7 +176,7 @@ func TestPeerUnpeerResyncOnRealAPIServer(t *testing.T) {
 		ResourceSliceResources: chunk, IssuedAt: metav1.Now()}
 	b.live["res-1"] = api.PhasePeering
 	b.queue(peer)
-	waitFor(t, "Peer result", func() bool { _, ok := b.result("peer-res-1"); return ok })
+	testpoll.Until(t, 30*time.Second, "Peer result", func() bool { _, ok := b.result("peer-res-1"); return ok })
 	r, _ := b.result("peer-res-1")
 	if r.Status != api.ResultSucceeded || r.Payload == nil || len(r.Payload.VirtualNodeNames) != 1 || r.Payload.VirtualNodeNames[0] != "rs-res-1" {
 		t.Fatalf("Peer result %+v (%+v)", r, r.Error)
@@ -200,7 +190,7 @@ func TestPeerUnpeerResyncOnRealAPIServer(t *testing.T) {
 		t.Fatalf("slices %+v", slices.Items)
 	}
 	var vns fav1alpha1.VirtualNodeState
-	waitFor(t, "VirtualNodeState Running", func() bool {
+	testpoll.Until(t, 30*time.Second, "VirtualNodeState Running", func() bool {
 		err := c.Get(ctx, client.ObjectKey{Namespace: "fa", Name: "vns-res-1"}, &vns)
 		return err == nil && vns.Status.Phase == fav1alpha1.VirtualNodeRunning
 	})
@@ -216,7 +206,7 @@ func TestPeerUnpeerResyncOnRealAPIServer(t *testing.T) {
 	// second slice.
 	b.queue(api.InstructionView{ID: "peer-res-1", Kind: api.KindPeer, ReservationID: "res-1", ProviderClusterID: "provider-1",
 		ProviderLiqoClusterID: "liqo-provider-1", Kubeconfig: kubeconfig, ResourceSliceResources: chunk, IssuedAt: metav1.NewTime(time.Now().Add(time.Second))})
-	waitFor(t, "redelivered Peer result", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.pending) == 0 })
+	testpoll.Until(t, 30*time.Second, "redelivered Peer result", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.pending) == 0 })
 	if err := c.List(ctx, &slices, client.InNamespace(liqo.TenantNamespace("liqo-provider-1"))); err != nil || len(slices.Items) != 1 {
 		t.Fatalf("after redelivery: %d slices (%v)", len(slices.Items), err)
 	}
@@ -224,17 +214,17 @@ func TestPeerUnpeerResyncOnRealAPIServer(t *testing.T) {
 	// Unpeer of the last chunk removes everything.
 	b.queue(api.InstructionView{ID: "unpeer-res-1", Kind: api.KindUnpeer, ReservationID: "res-1", ChunkCount: 1, LastChunk: true,
 		ProviderClusterID: "provider-1", ProviderLiqoClusterID: "liqo-provider-1", IssuedAt: metav1.Now()})
-	waitFor(t, "Unpeer result", func() bool { _, ok := b.result("unpeer-res-1"); return ok })
+	testpoll.Until(t, 30*time.Second, "Unpeer result", func() bool { _, ok := b.result("unpeer-res-1"); return ok })
 	if r, _ := b.result("unpeer-res-1"); r.Status != api.ResultSucceeded || r.Payload == nil || r.Payload.Kind != api.PayloadUnpeer || !r.Payload.TunnelDropped {
 		t.Fatalf("Unpeer result %+v", r)
 	}
 	gone := func(obj client.Object, key client.ObjectKey) func() bool {
 		return func() bool { return apierrors.IsNotFound(c.Get(ctx, key, obj)) }
 	}
-	waitFor(t, "VNS gone", gone(&fav1alpha1.VirtualNodeState{}, client.ObjectKey{Namespace: "fa", Name: "vns-res-1"}))
-	waitFor(t, "slice gone", gone(&authv1beta1.ResourceSlice{}, client.ObjectKey{Namespace: liqo.TenantNamespace("liqo-provider-1"), Name: "rs-res-1"}))
-	waitFor(t, "node gone", gone(&corev1.Node{}, client.ObjectKey{Name: "rs-res-1"}))
-	waitFor(t, "secret gone", gone(&corev1.Secret{}, client.ObjectKey{Namespace: "fa", Name: "kubeconfig-res-1"}))
+	testpoll.Until(t, 30*time.Second, "VNS gone", gone(&fav1alpha1.VirtualNodeState{}, client.ObjectKey{Namespace: "fa", Name: "vns-res-1"}))
+	testpoll.Until(t, 30*time.Second, "slice gone", gone(&authv1beta1.ResourceSlice{}, client.ObjectKey{Namespace: liqo.TenantNamespace("liqo-provider-1"), Name: "rs-res-1"}))
+	testpoll.Until(t, 30*time.Second, "node gone", gone(&corev1.Node{}, client.ObjectKey{Name: "rs-res-1"}))
+	testpoll.Until(t, 30*time.Second, "secret gone", gone(&corev1.Secret{}, client.ObjectKey{Namespace: "fa", Name: "kubeconfig-res-1"}))
 	drv.mu.Lock()
 	if drv.unpeer != 1 {
 		t.Errorf("Unpeer calls %d, want 1", drv.unpeer)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -52,17 +53,6 @@ type nopUsers struct{}
 
 func (nopUsers) GeneratePeeringUser(context.Context, string) (string, error) { return "kc", nil }
 func (nopUsers) DeletePeeringUser(context.Context, string) error             { return nil }
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a condition
-	}
-}
 
 func mkNode(t *testing.T, kube kubernetes.Interface, name string, ready, cordoned bool, lbls map[string]string, cpu, mem string) {
 	t.Helper()
@@ -135,36 +125,36 @@ func TestFreeCapacityFromRealObjects(t *testing.T) {
 			return n > 0 && q.Cmp(resource.MustParse(want)) == 0
 		}
 	}
-	waitFor(t, "first advertisement: only worker-1 counts", cpuIs("4"))
+	testpoll.Until(t, 30*time.Second, "first advertisement: only worker-1 counts", cpuIs("4"))
 	first, _ := b.last()
 	if m := first.Resources[corev1.ResourceMemory]; m.Cmp(resource.MustParse("8Gi")) != 0 || first.ProbeEndpoint != "172.23.4.10:5000" {
 		t.Fatalf("first advertisement %+v", first)
 	}
 
 	podA := mkPod(t, kube, "a", "worker-1", "1", nil)
-	waitFor(t, "pod a subtracted", cpuIs("3"))
+	testpoll.Until(t, 30*time.Second, "pod a subtracted", cpuIs("3"))
 	mkPod(t, kube, "offloaded", "worker-1", "1", map[string]string{liqoManagedByLabel: liqoShadowPodManaged})
 	mkPod(t, kube, "on-cordoned", "cordoned", "1", nil)
 	podB := mkPod(t, kube, "b", "worker-1", "500m", nil)
 	// Only b changes the amount: the offloaded pod is the broker's, the
 	// cordoned node does not count.
-	waitFor(t, "pod b subtracted", cpuIs("2500m"))
+	testpoll.Until(t, 30*time.Second, "pod b subtracted", cpuIs("2500m"))
 	if err := kube.CoreV1().Pods("default").Delete(context.Background(), podA.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "pod a removed", cpuIs("3500m"))
+	testpoll.Until(t, 30*time.Second, "pod a removed", cpuIs("3500m"))
 	podB.Status.Phase = corev1.PodSucceeded
 	if _, err := kube.CoreV1().Pods("default").UpdateStatus(context.Background(), podB, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "succeeded pod b no longer counts", cpuIs("4"))
+	testpoll.Until(t, 30*time.Second, "succeeded pod b no longer counts", cpuIs("4"))
 
 	// Caps from the sharing configuration apply at once.
 	p50 := int32(50)
 	if err := a.Sharing().Apply(SharingConfig{Capacity: map[corev1.ResourceName]Cap{corev1.ResourceCPU: {Percent: &p50}}, UnitPrices: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.02")}}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "50% cap", cpuIs("2"))
+	testpoll.Until(t, 30*time.Second, "50% cap", cpuIs("2"))
 	last, _ := b.last()
 	if last.CapacityScalePercent["cpu"] != 50 || last.UnitPrices.Cpu().String() != "20m" {
 		t.Errorf("capped advertisement %+v", last)

@@ -9,6 +9,7 @@ import (
 
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -72,7 +73,7 @@ func TestBrokerViewFollowsAdvertisementsAndInstructions(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	waitFor(t, "the view read after the first advertisement", func() bool {
+	testpoll.Until(t, 30*time.Second, "the view read after the first advertisement", func() bool {
 		v, e := a.BrokerView()
 		return v != nil && e == "" && v.Chunks[api.ChunkStandard].TotalChunks == 2 && len(v.Loans) == 0
 	})
@@ -83,14 +84,14 @@ func TestBrokerViewFollowsAdvertisementsAndInstructions(t *testing.T) {
 		Loans:  []api.ProviderLoan{loan},
 	}, nil)
 	b.queued <- []api.InstructionView{{ID: "gk-1", Kind: api.KindGenerateKubeconfig, ReservationID: "r1", ConsumerClusterID: "consumer-1"}}
-	waitFor(t, "the loan read after the handled instruction", func() bool {
+	testpoll.Until(t, 30*time.Second, "the loan read after the handled instruction", func() bool {
 		v, _ := a.BrokerView()
 		return v != nil && len(v.Loans) == 1 && v.Loans[0] == loan && v.Chunks[api.ChunkStandard].ReservedChunks == 1
 	})
 
 	b.set(api.AdvertisementSnapshot{}, errors.New("connection refused"))
 	b.queued <- []api.InstructionView{{ID: "cl-1", Kind: api.KindCleanup, ReservationID: "r1", ConsumerClusterID: "consumer-1"}}
-	waitFor(t, "the read error recorded, the last view kept", func() bool {
+	testpoll.Until(t, 30*time.Second, "the read error recorded, the last view kept", func() bool {
 		v, e := a.BrokerView()
 		return e == "connection refused" && v != nil && len(v.Loans) == 1
 	})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 )
 
@@ -109,7 +110,7 @@ func underFlood(t *testing.T, p *proc, eps []endpoint, from string, keepAlive bo
 		if got := dropped(t, e, netguard.ReasonMaxConnsPerIP) + dropped(t, e, netguard.ReasonMaxConns); got == 0 {
 			t.Errorf("%s: no connection refused at the caps during a flood of %d", e.name, n)
 		}
-		eventually(t, e.name+": silent flood connections closed by the handshake deadline", func() error {
+		testpoll.UntilNil(t, patience, e.name+": silent flood connections closed by the handshake deadline", func() error {
 			if got := dropped(t, e, netguard.ReasonHandshakeTimeout); got <= timeouts[i] {
 				return fmt.Errorf("fa_listener_dropped_connections_total{reason=%q} still %v", netguard.ReasonHandshakeTimeout, got)
 			}
@@ -131,7 +132,7 @@ func underFlood(t *testing.T, p *proc, eps []endpoint, from string, keepAlive bo
 	// Once the flood ends, new connections from its address are served.
 	for _, e := range eps {
 		c := e.client(from, false)
-		eventually(t, e.name+" serving new connections from "+from+" after the flood", func() error { return e.get(c) })
+		testpoll.UntilNil(t, patience, e.name+" serving new connections from "+from+" after the flood", func() error { return e.get(c) })
 	}
 	p.alive(t)
 }

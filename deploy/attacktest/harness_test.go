@@ -24,6 +24,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
 
@@ -58,23 +59,6 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// eventually polls cond until it returns nil or patience runs out (then the
-// test fails with cond's last error).
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %v", patience, what, err)
-		}
-		time.Sleep(20 * time.Millisecond) // polling a real condition
-	}
 }
 
 // output collects a process's output, line by line.
@@ -175,7 +159,7 @@ func (p *proc) stop(t *testing.T) {
 func (p *proc) await(t *testing.T, what string, re *regexp.Regexp) []string {
 	t.Helper()
 	var m []string
-	eventually(t, p.name+": "+what, func() error {
+	testpoll.UntilNil(t, patience, p.name+": "+what, func() error {
 		if m = p.out.find(re); m != nil {
 			return nil
 		}
@@ -359,7 +343,7 @@ func startBroker(t *testing.T, fdLimit int, args ...string) *broker {
 	b.api = b.await(t, "the API address", regexp.MustCompile(`Broker API listening.* addr=(\S+)`))[1]
 	b.dashboard = b.await(t, "the dashboard address", regexp.MustCompile(`Dashboard listening.* addr=(\S+)`))[1]
 	ready := endpoint{addr: b.dashboard, path: "/readyz"}
-	eventually(t, "the broker's readiness", func() error { return ready.get(http.DefaultClient) })
+	testpoll.UntilNil(t, patience, "the broker's readiness", func() error { return ready.get(http.DefaultClient) })
 	return b
 }
 
@@ -407,7 +391,7 @@ func startAgent(t *testing.T, b *broker, fdLimit int) *agent {
 	m := a.await(t, "its addresses", regexp.MustCompile(`Agent started.* health=(\S+) localAPI=(\S+) .*console=(\S+)`))
 	a.health, a.localAPI, a.console = m[1], m[2], m[3]
 	for _, e := range a.endpoints() {
-		eventually(t, "the agent's "+e.name, func() error { return e.get(http.DefaultClient) })
+		testpoll.UntilNil(t, patience, "the agent's "+e.name, func() error { return e.get(http.DefaultClient) })
 	}
 	return a
 }
@@ -519,7 +503,7 @@ func startFlood(t *testing.T, addr, from string, n int) *flood {
 // p's listener; p dying first fails the test at once.
 func (f *flood) await(t *testing.T, p *proc) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d flood connections to %s", f.n, f.addr), func() error {
+	testpoll.UntilNil(t, patience, fmt.Sprintf("%d flood connections to %s", f.n, f.addr), func() error {
 		p.alive(t)
 		if got := f.connects.Load(); got < int64(f.n) {
 			return fmt.Errorf("%d connections so far", got)

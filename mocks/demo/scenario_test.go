@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -171,19 +172,7 @@ func (d *driver) live() map[string]int {
 
 func (d *driver) eventually(what string, timeout time.Duration, cond func() (bool, string)) {
 	d.t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		last = state
-		if time.Now().After(deadline) {
-			d.t.Fatalf("%s not reached within %s; last state: %s", what, timeout, last)
-		}
-		time.Sleep(100 * time.Millisecond) // polling a condition
-	}
+	testpoll.UntilSeen(d.t, timeout, what, cond)
 }
 
 // runningOn waits for replicas Running pods, every borrowed node and every

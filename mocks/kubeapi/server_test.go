@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/kubeapi"
 )
 
@@ -47,17 +48,6 @@ func startServer(t *testing.T) *rest.Config {
 		_ = srv.Close()
 	})
 	return cfg
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestTypedClientCRUDAndSelectors(t *testing.T) {
@@ -195,14 +185,14 @@ func TestInformersSeeChanges(t *testing.T) {
 	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "informer sees the node", func() bool {
+	testpoll.Until(t, 10*time.Second, "informer sees the node", func() bool {
 		n, err := nodes.Lister().Get("n1")
 		return err == nil && n.Status.Allocatable.Cpu().Value() == 4
 	})
 	if err := cs.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "informer sees the deletion", func() bool {
+	testpoll.Until(t, 10*time.Second, "informer sees the deletion", func() bool {
 		_, err := nodes.Lister().Get("n1")
 		return apierrors.IsNotFound(err)
 	})

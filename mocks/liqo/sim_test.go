@@ -11,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 )
 
@@ -64,19 +64,11 @@ func runController(t *testing.T, env *testcluster.Env) (stop func()) {
 	return stop
 }
 
-// eventually polls cond until it holds or the deadline passes; cond's
-// message says what was last seen.
+// eventually waits for cond (called with a background context) for up to
+// waitFor; cond's message says what was last seen.
 func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, string)) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, waitFor, true, func(ctx context.Context) (bool, error) {
-		ok, msg := cond(ctx)
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not reached within %s; last seen: %s", what, waitFor, last)
-	}
+	testpoll.UntilSeen(t, waitFor, what, func() (bool, string) { return cond(context.Background()) })
 }
 
 func readyVirtualNode(c client.Client, name string) func(ctx context.Context) (bool, string) {

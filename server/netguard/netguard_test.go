@@ -23,6 +23,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 )
 
@@ -331,8 +332,8 @@ func TestHandshakeGate(t *testing.T) {
 				if !closedByServer(c) {
 					t.Fatalf("the server did not close the connection within %s", patience)
 				}
-				waitFor(t, "the drop to be counted as "+tc.reason, func() bool { return dropped(t, reg, "test", tc.reason) == 1 })
-				waitFor(t, "the slot to be freed", func() bool { return ln.Open() == 0 })
+				testpoll.Until(t, patience, "the drop to be counted as "+tc.reason, func() bool { return dropped(t, reg, "test", tc.reason) == 1 })
+				testpoll.Until(t, patience, "the slot to be freed", func() bool { return ln.Open() == 0 })
 				select {
 				case s := <-acc:
 					t.Fatalf("Accept returned %s, which never passed the gate", s.RemoteAddr())
@@ -353,17 +354,6 @@ func TestHandshakeGate(t *testing.T) {
 				t.Fatalf("the connection was not served within %s", patience)
 			}
 		})
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
 	}
 }
 
@@ -468,7 +458,7 @@ func TestCloseEndsTheGate(t *testing.T) {
 	}
 	acc := accepted(t, ln)
 	c := dialFrom(t, "127.0.0.1", ln.Addr().String())
-	waitFor(t, "the connection in the gate", func() bool { return ln.Open() == 1 })
+	testpoll.Until(t, patience, "the connection in the gate", func() bool { return ln.Open() == 1 })
 	if err := ln.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -264,16 +264,4 @@ func overviewJSON(t testing.TB, s *Service) string {
 	return string(b)
 }
 
-// eventually polls cond until it holds or a deadline passes.
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 var _ = strings.Contains

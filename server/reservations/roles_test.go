@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -130,13 +131,13 @@ func TestLongPollOfTheOtherRole(t *testing.T) {
 	}
 	go poll(api.RoleProvider, wrong)
 	go poll(api.RoleConsumer, right)
-	eventually(t, "both long-polls parked", func() bool { return e.s.Waiters() == 2 })
+	testpoll.Until(t, 10*time.Second, "both long-polls parked", func() bool { return e.s.Waiters() == 2 })
 	e.result("p1", gkName("c1", "p1"), kubeconfig("K")) // issues the Peer, wakes "c1"
 	if got := <-right; got.err != nil || strings.Join(got.ids, ",") != peerName("r1") {
 		t.Fatalf("the consumer's long-poll returned %v, %v", got.ids, got.err)
 	}
 	// The provider-role poll was woken too and parked again on a new channel.
-	eventually(t, "the other role's poll parked again", func() bool {
+	testpoll.Until(t, 10*time.Second, "the other role's poll parked again", func() bool {
 		e.s.mu.Lock()
 		defer e.s.mu.Unlock()
 		_, parked := e.s.st.waitCh["c1"]

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -156,7 +157,7 @@ func TestLongPollWakesOnIssue(t *testing.T) {
 		v, _ := e.s.Instructions(e.ctx, "p1", api.RoleProvider, 30*time.Second)
 		got <- v
 	}()
-	eventually(t, "the waiter to block", func() bool { return e.s.Waiters() == 1 })
+	testpoll.Until(t, 10*time.Second, "the waiter to block", func() bool { return e.s.Waiters() == 1 })
 	if n := testutil.ToFloat64(gauge(t, e.s, "fa_broker_longpoll_waiters")); n != 1 {
 		t.Fatalf("waiters gauge = %v", n)
 	}
@@ -169,14 +170,14 @@ func TestLongPollWakesOnIssue(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("waiter not woken")
 	}
-	eventually(t, "the waiter count to drop", func() bool { return e.s.Waiters() == 0 })
+	testpoll.Until(t, 10*time.Second, "the waiter count to drop", func() bool { return e.s.Waiters() == 0 })
 
 	// The consumer waits; the provider's result wakes it with the Peer.
 	go func() {
 		v, _ := e.s.Instructions(e.ctx, "c1", api.RoleConsumer, 30*time.Second)
 		got <- v
 	}()
-	eventually(t, "the consumer to wait", func() bool { return e.s.Waiters() == 1 })
+	testpoll.Until(t, 10*time.Second, "the consumer to wait", func() bool { return e.s.Waiters() == 1 })
 	e.result("p1", "gk.c1.p1", kubeconfig("K"))
 	select {
 	case v := <-got:
@@ -195,7 +196,7 @@ func TestLongPollTimeoutAndCancel(t *testing.T) {
 		v, _ := e.s.Instructions(e.ctx, "c1", api.RoleConsumer, 5*time.Minute) // capped at MaxWait
 		got <- v
 	}()
-	eventually(t, "the waiter's timer", func() bool { return e.clk.HasWaiters() && e.s.Waiters() == 1 })
+	testpoll.Until(t, 10*time.Second, "the waiter's timer", func() bool { return e.clk.HasWaiters() && e.s.Waiters() == 1 })
 	e.clk.Step(DefaultMaxWait)
 	select {
 	case v := <-got:
@@ -210,7 +211,7 @@ func TestLongPollTimeoutAndCancel(t *testing.T) {
 		v, _ := e.s.Instructions(ctx, "c1", api.RoleConsumer, time.Minute)
 		got <- v
 	}()
-	eventually(t, "the waiter", func() bool { return e.s.Waiters() == 1 })
+	testpoll.Until(t, 10*time.Second, "the waiter", func() bool { return e.s.Waiters() == 1 })
 	cancel()
 	select {
 	case <-got:
@@ -308,7 +309,7 @@ func TestSubscribe(t *testing.T) {
 		t.Fatal("no change notification")
 	}
 	cancel()
-	eventually(t, "the channel to close", func() bool {
+	testpoll.Until(t, 10*time.Second, "the channel to close", func() bool {
 		select {
 		case _, open := <-ch:
 			return !open
@@ -443,9 +444,9 @@ func TestRunSweepsOnDeadline(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- e.s.Run(ctx) }()
-	eventually(t, "Run to sleep", e.clk.HasWaiters)
+	testpoll.Until(t, 10*time.Second, "Run to sleep", e.clk.HasWaiters)
 	e.clk.Step(DefaultProviderStaleAfter)
-	eventually(t, "the stale provider's reservation to fail", func() bool { return e.phase("r1") == api.PhaseFailed })
+	testpoll.Until(t, 10*time.Second, "the stale provider's reservation to fail", func() bool { return e.phase("r1") == api.PhaseFailed })
 	cancel()
 	select {
 	case err := <-done:
@@ -466,7 +467,7 @@ func TestCloseEndsWaitersAndRefusesWrites(t *testing.T) {
 		_, _ = e.s.Instructions(e.ctx, "c1", api.RoleConsumer, time.Minute)
 		close(got)
 	}()
-	eventually(t, "the waiter", func() bool { return e.s.Waiters() == 1 })
+	testpoll.Until(t, 10*time.Second, "the waiter", func() bool { return e.s.Waiters() == 1 })
 	if err := e.s.Close(); err != nil {
 		t.Fatal(err)
 	}

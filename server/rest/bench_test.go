@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/rest/resttest"
 )
@@ -77,7 +78,7 @@ func BenchmarkInstructionHop(b *testing.B) {
 	for i := range b.N {
 		res := fmt.Sprintf("hop-%06d", i)
 		// Untimed: the consumer's long-poll is parked with nothing pending.
-		waitFor(b, func() bool { return br.svc.Waiters() == 1 })
+		testpoll.Until(b, 10*time.Second, "the consumer's long-poll parked", func() bool { return br.svc.Waiters() == 1 })
 		mustStatus(b, cons.Must(b, "POST", "/api/v1/reservations", reservation("prov-a"), api.HeaderReservationID, res), 201)
 		gk := pendingOf(b, prov, api.KindGenerateKubeconfig, res)
 
@@ -97,7 +98,7 @@ func BenchmarkInstructionHop(b *testing.B) {
 		mustStatus(b, cons.Must(b, "POST", "/api/v1/instructions/"+got.in.ID+"/result", api.InstructionResultRequest{Status: api.ResultSucceeded}), 200)
 		mustStatus(b, cons.Must(b, "DELETE", "/api/v1/reservations/"+res, nil), 202)
 		resume <- struct{}{}
-		waitFor(b, func() bool {
+		testpoll.Until(b, 10*time.Second, "the reservation Released", func() bool {
 			r, err := br.svc.Reservation(ctx, "cons-a", api.RoleConsumer, res)
 			return err == nil && r.Status == api.PhaseReleased
 		})
@@ -164,18 +165,6 @@ func mustStatus(tb testing.TB, r *resttest.Response, status int) {
 	tb.Helper()
 	if r.Status != status {
 		tb.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
-	}
-}
-
-// waitFor polls cond for up to 10 s.
-func waitFor(tb testing.TB, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatal("condition not reached within 10s")
-		}
-		time.Sleep(100 * time.Microsecond) // polling a condition
 	}
 }
 

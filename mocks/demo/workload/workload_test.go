@@ -2,6 +2,7 @@ package workload_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,26 +10,22 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/cluster"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
 )
 
+// eventually waits up to 15 s for cond to hold; an error is reported if it
+// still fails at the deadline.
 func eventually(t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testpoll.UntilNil(t, 15*time.Second, what, func() error {
 		ok, err := cond()
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
+		if err == nil && !ok {
+			err = errors.New("not yet")
 		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err
+	})
 }
 
 // podCounts returns (running, unschedulable) workload pods.
