@@ -40,6 +40,10 @@ type ConsumerScenario struct {
 	Node   NodeScenario `json:"node"`
 }
 
+// MaxScenarioNodes bounds a provider's workers in a scenario: every one is
+// a simulated Node in the demo's process.
+const MaxScenarioNodes = 100
+
 // NodeScenario sizes simulated workers.
 type NodeScenario struct {
 	// Count is how many (providers only; default 1).
@@ -111,8 +115,8 @@ func (s *Scenario) Validate() error {
 		if n.CPU.Sign() <= 0 || n.Memory.Sign() <= 0 {
 			add("%s: cpu %q and memory %q must both be positive", what, n.CPU.String(), n.Memory.String())
 		}
-		if n.Count < 0 || n.Count > 100 {
-			add("%s.count %d: use 1 to 100 (0: 1)", what, n.Count)
+		if n.Count < 0 || n.Count > MaxScenarioNodes {
+			add("%s.count %d: use 1 to %d (0: 1)", what, n.Count, MaxScenarioNodes)
 		}
 	}
 	node("consumer.node", s.Consumer.Node)
