@@ -120,9 +120,29 @@ func (a *Autoscaler) nodes(ctx context.Context) ([]Node, error) {
 	return out, nil
 }
 
-// RunOnce runs one scan.
+// scan is what one RunOnce saw.
+type scan struct {
+	groups    []*protos.NodeGroup
+	instances map[string]string // live instance id → group
+	// targets sums the target sizes; failed counts failed instances.
+	targets, failed int32
+	// busy names nodes with a bound pod, used sums their requests;
+	// pending are the unschedulable pods.
+	busy    map[string]bool
+	used    map[string][3]int64
+	pending []*corev1.Pod
+	// registered and unready count borrowed nodes; unneeded are the idle
+	// ones past ScaleDownUnneededTime; free is the room left on the ready
+	// ones.
+	registered, unready int32
+	unneeded            []*corev1.Node
+	free                [][3]int64
+}
+
+// RunOnce runs one scan: scale-down first, and only when nothing waits
+// for capacity; otherwise Core's loop towards the nodes the pending pods
+// need.
 func (a *Autoscaler) RunOnce(ctx context.Context) error {
-	now := a.cfg.Now()
 	nodes, err := a.cfg.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
@@ -131,74 +151,92 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
+	s, err := a.readGroups(ctx)
+	if err != nil {
+		return err
+	}
+	s.readPods(pods.Items)
+	a.readNodes(s, nodes.Items, a.cfg.Now())
+	if len(s.pending) == 0 && len(s.unneeded) > 0 {
+		return a.scaleDown(ctx, s)
+	}
+	return a.scaleUp(ctx, s)
+}
 
-	// The groups as CA's cloud-provider refresh sees them.
+// readGroups reads the groups as CA's cloud-provider refresh sees them.
+func (a *Autoscaler) readGroups(ctx context.Context) (*scan, error) {
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
 	ngs, err := a.cfg.Client.NodeGroups(c, &protos.NodeGroupsRequest{})
 	cancel()
 	if err != nil {
-		return fmt.Errorf("NodeGroups: %w", err)
+		return nil, fmt.Errorf("NodeGroups: %w", err)
 	}
-	instances := map[string]string{} // instance id → group
-	var targets, failed int32
-	for _, g := range ngs.GetNodeGroups() {
+	s := &scan{groups: ngs.GetNodeGroups(), instances: map[string]string{}, busy: map[string]bool{}, used: map[string][3]int64{}}
+	for _, g := range s.groups {
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		ts, err := a.cfg.Client.NodeGroupTargetSize(c, &protos.NodeGroupTargetSizeRequest{Id: g.GetId()})
 		if err == nil {
 			var in *protos.NodeGroupNodesResponse
 			if in, err = a.cfg.Client.NodeGroupNodes(c, &protos.NodeGroupNodesRequest{Id: g.GetId()}); err == nil {
-				for _, i := range in.GetInstances() {
-					if i.GetStatus().GetInstanceState() == protos.InstanceStatus_instanceDeleting {
-						continue
-					}
-					if i.GetStatus().GetErrorInfo().GetErrorCode() != "" {
-						failed++
-						continue
-					}
-					instances[i.GetId()] = g.GetId()
-				}
+				s.addInstances(g.GetId(), in.GetInstances())
 			}
 		}
 		cancel()
 		if err != nil {
-			return fmt.Errorf("group %s: %w", g.GetId(), err)
+			return nil, fmt.Errorf("group %s: %w", g.GetId(), err)
 		}
-		targets += ts.GetTargetSize()
+		s.targets += ts.GetTargetSize()
 	}
+	return s, nil
+}
 
-	// Borrowed nodes and what runs on them.
-	busy := map[string]bool{}
-	used := map[string][3]int64{} // requests bound to each node
-	var pending []*corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
+// addInstances records a group's live instances and counts its failed ones.
+func (s *scan) addInstances(group string, insts []*protos.Instance) {
+	for _, i := range insts {
+		if i.GetStatus().GetInstanceState() == protos.InstanceStatus_instanceDeleting {
+			continue
+		}
+		if i.GetStatus().GetErrorInfo().GetErrorCode() != "" {
+			s.failed++
+			continue
+		}
+		s.instances[i.GetId()] = group
+	}
+}
+
+// readPods finds the busy nodes and the unschedulable pods.
+func (s *scan) readPods(pods []corev1.Pod) {
+	for i := range pods {
+		p := &pods[i]
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
 			continue
 		}
 		if p.Spec.NodeName != "" {
-			busy[p.Spec.NodeName] = true
-			used[p.Spec.NodeName] = plus(used[p.Spec.NodeName], requests(p))
+			s.busy[p.Spec.NodeName] = true
+			s.used[p.Spec.NodeName] = plus(s.used[p.Spec.NodeName], requests(p))
 		} else if unschedulable(p) {
-			pending = append(pending, p)
+			s.pending = append(s.pending, p)
 		}
 	}
-	var registered, unready int32
-	var unneeded []*corev1.Node
-	var free [][3]int64 // room left on ready borrowed nodes
+}
+
+// readNodes counts the borrowed nodes and finds the unneeded ones (idle
+// for ScaleDownUnneededTime); it forgets nodes that are gone.
+func (a *Autoscaler) readNodes(s *scan, nodes []corev1.Node, now time.Time) {
 	seen := map[string]bool{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if _, ok := instances[n.Spec.ProviderID]; !ok {
+	for i := range nodes {
+		n := &nodes[i]
+		if _, ok := s.instances[n.Spec.ProviderID]; !ok {
 			continue
 		}
 		seen[n.Name] = true
-		registered++
+		s.registered++
 		if !ready(n) {
-			unready++
+			s.unready++
 			continue
 		}
-		free = append(free, minus(amounts(n.Status.Allocatable), used[n.Name]))
-		if busy[n.Name] {
+		s.free = append(s.free, minus(amounts(n.Status.Allocatable), s.used[n.Name]))
+		if s.busy[n.Name] {
 			delete(a.unneededSince, n.Name)
 			continue
 		}
@@ -206,7 +244,7 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 		if !ok {
 			a.unneededSince[n.Name] = now
 		} else if now.Sub(since) >= a.cfg.ScaleDownUnneededTime {
-			unneeded = append(unneeded, n)
+			s.unneeded = append(s.unneeded, n)
 		}
 	}
 	for name := range a.unneededSince {
@@ -214,37 +252,39 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 			delete(a.unneededSince, name)
 		}
 	}
+}
 
-	// Scale-down first, and only when nothing waits for capacity.
-	if len(pending) == 0 && len(unneeded) > 0 {
-		for _, n := range unneeded {
-			gid := instances[n.Spec.ProviderID]
-			c, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := a.cfg.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: gid, Nodes: []*protos.ExternalGrpcNode{{Name: n.Name, ProviderID: n.Spec.ProviderID}}})
-			cancel()
-			if err != nil {
-				return fmt.Errorf("DeleteNodes %s %s: %w", gid, n.Name, err)
-			}
-			delete(a.unneededSince, n.Name)
-			a.log.Info("Autoscaler scale-down: node unneeded", "group", gid, "node", n.Name, "for", a.cfg.ScaleDownUnneededTime)
+// scaleDown deletes the unneeded borrowed nodes.
+func (a *Autoscaler) scaleDown(ctx context.Context, s *scan) error {
+	for _, n := range s.unneeded {
+		gid := s.instances[n.Spec.ProviderID]
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := a.cfg.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: gid, Nodes: []*protos.ExternalGrpcNode{{Name: n.Name, ProviderID: n.Spec.ProviderID}}})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("DeleteNodes %s %s: %w", gid, n.Name, err)
 		}
-		return nil
+		delete(a.unneededSince, n.Name)
+		a.log.Info("Autoscaler scale-down: node unneeded", "group", gid, "node", n.Name, "for", a.cfg.ScaleDownUnneededTime)
 	}
+	return nil
+}
 
-	// Scale-up: the nodes the pending pods need, beyond those on their way.
-	// Pods that fit the room left on ready borrowed nodes need none: the
-	// scheduler has not placed them yet (a node that just became ready, a
-	// scheduler that lags on a busy machine), as CA's filter-out-schedulable
-	// step finds before it simulates a scale-up.
+// scaleUp runs Core's loop towards the nodes the pending pods need beyond
+// those on their way. Pods that fit the room left on ready borrowed nodes
+// need none: the scheduler has not placed them yet (a node that just
+// became ready, a scheduler that lags on a busy machine), as CA's
+// filter-out-schedulable step finds before it simulates a scale-up.
+func (a *Autoscaler) scaleUp(ctx context.Context, s *scan) error {
 	need := int32(0)
-	if len(pending) > 0 {
-		if need, err = a.nodesFor(ctx, ngs.GetNodeGroups(), pending, free); err != nil {
+	if len(s.pending) > 0 {
+		var err error
+		if need, err = a.nodesFor(ctx, s.groups, s.pending, s.free); err != nil {
 			return err
 		}
 	}
-	upcoming := max(0, targets-registered-failed)
-	have := targets - failed - unready
-	want := have
+	upcoming := max(0, s.targets-s.registered-s.failed)
+	want := s.targets - s.failed - s.unready
 	if need > upcoming {
 		want += need - upcoming
 	}
@@ -253,7 +293,7 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 		return err
 	}
 	for id, d := range loop.Increased {
-		a.log.Info("Autoscaler scale-up", "group", id, "delta", d, "pendingPods", len(pending))
+		a.log.Info("Autoscaler scale-up", "group", id, "delta", d, "pendingPods", len(s.pending))
 	}
 	return nil
 }
