@@ -138,8 +138,7 @@ func start(t *testing.T, name string, fdLimit int, args ...string) *proc {
 	}
 	cmd := exec.Command(prlimit, fmt.Sprintf("--nofile=%d:%d", fdLimit, fdLimit), "--", bin)
 	cmd.Args = append(cmd.Args, args...)
-	// No FA_* fallback from the environment running the tests.
-	cmd.Env = slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "FA_") })
+	cmd.Env = childEnv()
 	p := &proc{name: name, fdLimit: fdLimit, cmd: cmd, out: &output{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
@@ -151,6 +150,12 @@ func start(t *testing.T, name string, fdLimit int, args ...string) *proc {
 	}()
 	t.Cleanup(func() { p.stop(t) })
 	return p
+}
+
+// childEnv is the environment of the suite's child processes: the test's,
+// without FA_* (no flag fallback from the environment running the tests).
+func childEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "FA_") })
 }
 
 func (p *proc) stop(t *testing.T) {
@@ -382,30 +387,44 @@ func (b *broker) endpoints(t *testing.T) []endpoint {
 	}
 }
 
-// agent is a running consumer `federation-autoscaler agent`.
+// agent is a running `federation-autoscaler agent`.
 type agent struct {
 	*proc
 	health, localAPI, console string
+	// consoleToken logs in to the console.
+	consoleToken string
 }
 
 // startAgent starts a consumer agent of b (simulated Liqo) on a simulated
-// Kubernetes API served by the test (mocks/kubeapi), with its health, local
-// API and console listeners on loopback, and waits until it serves.
+// Kubernetes API served by the test (mocks/kubeapi) that already holds
+// the agent's namespace, with its health, local API and console listeners
+// on loopback, and waits until it serves.
 func startAgent(t *testing.T, b *broker, fdLimit int) *agent {
 	t.Helper()
 	kube := testcluster.StartSimulated(t)
 	kube.EnsureNamespace(t, "federation-autoscaler")
+	return startAgentOn(t, b, fdLimit, kube, "consumer", "consumer-1")
+}
+
+// startAgentOn starts an agent of role and cluster id on kube (simulated
+// Liqo, CRDs already installed) and waits until its listeners serve; args
+// are more flags.
+func startAgentOn(t *testing.T, b *broker, fdLimit int, kube *testcluster.Env, role, id string, args ...string) *agent {
+	t.Helper()
+	a := &agent{consoleToken: "attack-suite-console-token-0123456789"}
 	token := filepath.Join(t.TempDir(), "console-token")
-	if err := os.WriteFile(token, []byte("attack-suite-console-token-0123456789\n"), 0o600); err != nil {
+	if err := os.WriteFile(token, []byte(a.consoleToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &agent{}
-	a.proc = start(t, "agent", fdLimit, "agent", "--role", "consumer", "--bundle", b.join(t, "consumer-1", "consumer"),
+	flags := []string{"agent", "--role", role, "--bundle", b.join(t, id, role),
 		"--kubeconfig", kube.Kubeconfig, "--liqo-driver", "sim", "--install-crds=false",
-		"--health-listen", "127.0.0.1:0", "--local-api-listen", "127.0.0.1:0",
-		"--console-listen", "127.0.0.1:0", "--console-token-file", token)
-	m := a.await(t, "its addresses", regexp.MustCompile(`Agent started.* health=(\S+) localAPI=(\S+) .*console=(\S+)`))
-	a.health, a.localAPI, a.console = m[1], m[2], m[3]
+		"--health-listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0", "--console-token-file", token}
+	if role == "consumer" {
+		flags = append(flags, "--local-api-listen", "127.0.0.1:0")
+	}
+	a.proc = start(t, role+" agent", fdLimit, append(flags, args...)...)
+	m := a.await(t, "its addresses", regexp.MustCompile(`Agent started.* health=(\S+) localAPI=(\S*) .*console=(\S+)`))
+	a.health, a.localAPI, a.console = m[1], strings.Trim(m[2], `"`), m[3] // a provider logs localAPI=""
 	for _, e := range a.endpoints() {
 		eventually(t, "the agent's "+e.name, func() error { return e.get(http.DefaultClient) })
 	}
@@ -416,11 +435,11 @@ func startAgent(t *testing.T, b *broker, fdLimit int) *agent {
 // from the broker: answering them needs the agent's outgoing calls too.
 func (a *agent) endpoints() []endpoint {
 	metrics := "http://" + a.health + "/metrics"
-	return []endpoint{
-		{name: "health", addr: a.health, path: "/healthz", metrics: metrics},
-		{name: "local-api", addr: a.localAPI, path: "/local/nodegroups", metrics: metrics},
-		{name: "console", addr: a.console, path: "/login", metrics: metrics},
+	eps := []endpoint{{name: "health", addr: a.health, path: "/healthz", metrics: metrics}}
+	if a.localAPI != "" {
+		eps = append(eps, endpoint{name: "local-api", addr: a.localAPI, path: "/local/nodegroups", metrics: metrics})
 	}
+	return append(eps, endpoint{name: "console", addr: a.console, path: "/login", metrics: metrics})
 }
 
 // demo is a running `federation-autoscaler demo` (one provider).
