@@ -276,10 +276,63 @@ func (e endpoint) url() string {
 // request opens a fresh connection.
 func (e endpoint) client(src string, keepAlive bool) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 30 * time.Second}
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		DialContext: d.DialContext, TLSClientConfig: e.tls, DisableKeepAlives: !keepAlive,
+	ht := &healthyTransport{}
+	ht.Transport = &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &endConn{Conn: c, t: ht}, nil
+		},
+		TLSClientConfig: e.tls, DisableKeepAlives: !keepAlive,
 		MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1,
-	}}
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: ht}
+}
+
+// healthyTransport is a healthy client's transport; it remembers how its
+// last connection ended, so that a failed request can say it.
+type healthyTransport struct {
+	*http.Transport
+	lastEnd atomic.Pointer[string]
+}
+
+// ended describes how the client's last connection ended ("" if none did).
+func ended(c *http.Client) string {
+	if ht, ok := c.Transport.(*healthyTransport); ok {
+		if s := ht.lastEnd.Load(); s != nil {
+			return *s
+		}
+	}
+	return ""
+}
+
+// endConn records the first read error or close of a connection.
+type endConn struct {
+	net.Conn
+	t    *healthyTransport
+	once sync.Once
+}
+
+func (c *endConn) end(how string) {
+	c.once.Do(func() {
+		s := fmt.Sprintf("%s->%s %s at %s", c.LocalAddr(), c.RemoteAddr(), how, time.Now().UTC().Format("15:04:05.000"))
+		c.t.lastEnd.Store(&s)
+	})
+}
+
+func (c *endConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.end(fmt.Sprintf("read: %v", err))
+	}
+	return n, err
+}
+
+func (c *endConn) Close() error {
+	c.end("closed by the client")
+	return c.Conn.Close()
 }
 
 // get sends the healthy request once.
@@ -535,11 +588,17 @@ func startFlood(t *testing.T, addr, from string, n int) *flood {
 }
 
 // await waits until the flood has established at least n connections to
-// p's listener; p dying first fails the test at once.
-func (f *flood) await(t *testing.T, p *proc) {
+// p's listener; p dying first fails the test at once, and so does an error
+// of during (when set), which runs at every poll.
+func (f *flood) await(t *testing.T, p *proc, during func() error) {
 	t.Helper()
 	eventually(t, fmt.Sprintf("%d flood connections to %s", f.n, f.addr), func() error {
 		p.alive(t)
+		if during != nil {
+			if err := during(); err != nil {
+				t.Fatalf("while the flood on %s built up: %v", f.addr, err)
+			}
+		}
 		if got := f.connects.Load(); got < int64(f.n) {
 			return fmt.Errorf("%d connections so far", got)
 		}
@@ -575,7 +634,7 @@ func measure(e endpoint, c *http.Client, n int) (latencies, error) {
 	for i := range n {
 		start := time.Now()
 		if err := e.get(c); err != nil {
-			return nil, fmt.Errorf("%s: healthy request %d/%d failed: %w", e.name, i+1, n, err)
+			return nil, fmt.Errorf("%s: healthy request %d/%d failed: %w (the client's last connection to end: %s)", e.name, i+1, n, err, ended(c))
 		}
 		out = append(out, time.Since(start))
 	}
