@@ -1,6 +1,7 @@
 package attacktest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -273,66 +274,92 @@ func (e endpoint) url() string {
 }
 
 // client dials from the loopback address src; without keepAlive every
-// request opens a fresh connection.
+// request opens a fresh connection, with keepAlive every request goes over
+// one connection (keepAliveTransport).
 func (e endpoint) client(src string, keepAlive bool) *http.Client {
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: 30 * time.Second}
-	ht := &healthyTransport{}
-	ht.Transport = &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
+	if keepAlive {
+		return &http.Client{Timeout: 30 * time.Second, Transport: &keepAliveTransport{dial: d, tls: e.tls}}
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext: d.DialContext, TLSClientConfig: e.tls, DisableKeepAlives: true,
+	}}
+}
+
+// keepAliveTransport sends every request over one connection (to the host
+// of the last request), one request at a time, and dials again only when
+// the server closed it or the host changed. net/http's
+// Transport is not such a client on a starved machine: it drops a
+// keep-alive connection whenever its write goroutine reports the written
+// request more than 50 ms after the response was read
+// (maxWriteWaitBeforeConnReuse), and dials a new one — which a flood from
+// the client's own address is meant to get refused. That made the
+// same-address flood tests fail at load 30-40 with the connection "closed
+// by the client".
+type keepAliveTransport struct {
+	dial *net.Dialer
+	tls  *tls.Config
+
+	mu   sync.Mutex
+	host string // of conn
+	conn net.Conn
+	br   *bufio.Reader
+	// ended says how the last connection ended, for a failed request.
+	ended string
+}
+
+func (k *keepAliveTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.conn != nil && k.host != req.URL.Host {
+		_ = k.conn.Close() // one connection, to the host of the last request
+		k.conn = nil
+	}
+	if k.conn == nil {
+		c, err := k.dial.DialContext(req.Context(), "tcp", req.URL.Host)
+		if err != nil {
+			return nil, fmt.Errorf("%w (the previous connection: %s)", err, k.ended)
+		}
+		if k.tls != nil {
+			cfg := k.tls.Clone()
+			if cfg.ServerName == "" {
+				cfg.ServerName = req.URL.Hostname()
+			}
+			tc := tls.Client(c, cfg)
+			if err := tc.HandshakeContext(req.Context()); err != nil {
+				_ = c.Close()
 				return nil, err
 			}
-			return &endConn{Conn: c, t: ht}, nil
-		},
-		TLSClientConfig: e.tls, DisableKeepAlives: !keepAlive,
-		MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1,
-	}
-	return &http.Client{Timeout: 30 * time.Second, Transport: ht}
-}
-
-// healthyTransport is a healthy client's transport; it remembers how its
-// last connection ended, so that a failed request can say it.
-type healthyTransport struct {
-	*http.Transport
-	lastEnd atomic.Pointer[string]
-}
-
-// ended describes how the client's last connection ended ("" if none did).
-func ended(c *http.Client) string {
-	if ht, ok := c.Transport.(*healthyTransport); ok {
-		if s := ht.lastEnd.Load(); s != nil {
-			return *s
+			c = tc
 		}
+		k.conn, k.br, k.host = c, bufio.NewReader(c), req.URL.Host
 	}
-	return ""
-}
-
-// endConn records the first read error or close of a connection.
-type endConn struct {
-	net.Conn
-	t    *healthyTransport
-	once sync.Once
-}
-
-func (c *endConn) end(how string) {
-	c.once.Do(func() {
-		s := fmt.Sprintf("%s->%s %s at %s", c.LocalAddr(), c.RemoteAddr(), how, time.Now().UTC().Format("15:04:05.000"))
-		c.t.lastEnd.Store(&s)
-	})
-}
-
-func (c *endConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+	fail := func(err error) (*http.Response, error) {
+		k.ended = fmt.Sprintf("%s->%s ended at %s: %v", k.conn.LocalAddr(), k.conn.RemoteAddr(), time.Now().UTC().Format("15:04:05.000"), err)
+		_ = k.conn.Close()
+		k.conn = nil
+		return nil, err
+	}
+	if dl, ok := req.Context().Deadline(); ok {
+		_ = k.conn.SetDeadline(dl)
+	}
+	if err := req.Write(k.conn); err != nil {
+		return fail(err)
+	}
+	resp, err := http.ReadResponse(k.br, req)
 	if err != nil {
-		c.end(fmt.Sprintf("read: %v", err))
+		return fail(err)
 	}
-	return n, err
-}
-
-func (c *endConn) Close() error {
-	c.end("closed by the client")
-	return c.Conn.Close()
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return fail(err)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if resp.Close {
+		_, _ = fail(errors.New("the server answered Connection: close"))
+	}
+	return resp, nil
 }
 
 // get sends the healthy request once.
@@ -634,7 +661,7 @@ func measure(e endpoint, c *http.Client, n int) (latencies, error) {
 	for i := range n {
 		start := time.Now()
 		if err := e.get(c); err != nil {
-			return nil, fmt.Errorf("%s: healthy request %d/%d failed: %w (the client's last connection to end: %s)", e.name, i+1, n, err, ended(c))
+			return nil, fmt.Errorf("%s: healthy request %d/%d failed: %w", e.name, i+1, n, err)
 		}
 		out = append(out, time.Since(start))
 	}
