@@ -3,8 +3,10 @@ package attacktest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,19 +77,8 @@ func reservationOn(provider string) map[string]any {
 }
 
 func with(m map[string]any, key string, v any) map[string]any {
-	out := make(map[string]any, len(m)+1)
-	for k, x := range m {
-		out[k] = x
-	}
+	out := maps.Clone(m)
 	out[key] = v
-	return out
-}
-
-func repeat(s string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = s
-	}
 	return out
 }
 
@@ -124,8 +115,8 @@ func TestHostileValuesAreRefused(t *testing.T) {
 		{"weight near float64 max", cons, "/api/v1/heartbeat", with(hb, "placement", map[string]any{"type": "Weighted", "weights": map[string]any{"price": 9e307}}), nil, "placement.weights.price"},
 		{"negative weight", cons, "/api/v1/heartbeat", with(hb, "placement", map[string]any{"type": "Weighted", "weights": map[string]any{"carbon": -1}}), nil, "placement.weights.carbon"},
 		{"chosenProvider ../p1", cons, "/api/v1/heartbeat", with(hb, "chosenProvider", "../p1"), nil, "chosenProvider"},
-		{"10 001 heartbeat ids", cons, "/api/v1/heartbeat", with(hb, "reservations", repeat("res-1", api.MaxHeartbeatReservations+1)), nil, "reservations"},
-		{"10 000 namespaces", cons, "/api/v1/reservations", with(reservationOn("p-bad"), "namespaces", repeat("default", 10000)), nil, "namespaces"},
+		{"10 001 heartbeat ids", cons, "/api/v1/heartbeat", with(hb, "reservations", slices.Repeat([]string{"res-1"}, api.MaxHeartbeatReservations+1)), nil, "reservations"},
+		{"10 000 namespaces", cons, "/api/v1/reservations", with(reservationOn("p-bad"), "namespaces", slices.Repeat([]string{"default"}, 10000)), nil, "namespaces"},
 		{"provider ../p1", cons, "/api/v1/reservations", reservationOn("../p1"), nil, "providerClusterId"},
 		{"reservation id with NUL", cons, "/api/v1/reservations", reservationOn("p-bad"), []string{api.HeaderReservationID, "res-%00"}, api.HeaderReservationID},
 	}
