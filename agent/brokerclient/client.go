@@ -361,30 +361,10 @@ func (c *Client) parseError(resp *http.Response, data []byte) *Error {
 // codeForStatus names a wire code for a status whose body carried none
 // (a plain-text 404/405 from a mux, a proxy's 502).
 func codeForStatus(status int) string {
-	switch status {
-	case http.StatusBadRequest:
-		return api.CodeInvalidRequest
-	case http.StatusUnauthorized:
-		return api.CodeUnauthenticated
-	case http.StatusForbidden:
-		return api.CodeForbidden
-	case http.StatusNotFound:
-		return api.CodeNotFound
-	case http.StatusMethodNotAllowed:
-		return api.CodeMethodNotAllowed
-	case http.StatusConflict:
-		return api.CodeConflict
-	case http.StatusTooManyRequests:
-		return api.CodeTooManyRequests
-	case http.StatusServiceUnavailable:
-		return api.CodeServiceUnavailable
-	case http.StatusBadGateway:
-		return api.CodeUpstreamError
-	case http.StatusGatewayTimeout:
-		return api.CodeTimeout
-	default:
-		return api.CodeInternalError
+	if code, ok := api.CodeForStatus(status); ok {
+		return code
 	}
+	return api.CodeInternalError
 }
 
 // Advertise posts a provider advertisement.

@@ -54,6 +54,21 @@ type nopUsers struct{}
 func (nopUsers) GeneratePeeringUser(context.Context, string) (string, error) { return "kc", nil }
 func (nopUsers) DeletePeeringUser(context.Context, string) error             { return nil }
 
+// runAgent runs a until the test ends, then stops it and fails the test
+// if Run returned an error.
+func runAgent(t *testing.T, a *Agent) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+}
+
 func mkNode(t *testing.T, kube kubernetes.Interface, name string, ready, cordoned bool, lbls map[string]string, cpu, mem string) {
 	t.Helper()
 	ctx := context.Background()
@@ -109,15 +124,7 @@ func TestFreeCapacityFromRealObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	runAgent(t, a)
 	cpuIs := func(want string) func() bool {
 		return func() bool {
 			adv, n := b.last()

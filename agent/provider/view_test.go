@@ -64,15 +64,7 @@ func TestBrokerViewFollowsAdvertisementsAndInstructions(t *testing.T) {
 	if v, _ := a.BrokerView(); v != nil {
 		t.Fatalf("a view before the first read: %+v", v)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	}()
+	runAgent(t, a)
 	testpoll.Until(t, 30*time.Second, "the view read after the first advertisement", func() bool {
 		v, e := a.BrokerView()
 		return v != nil && e == "" && v.Chunks[api.ChunkStandard].TotalChunks == 2 && len(v.Loans) == 0

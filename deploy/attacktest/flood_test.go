@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 )
@@ -37,16 +38,30 @@ const (
 	demoFDs = 512
 	// healthyRequests is the size of each latency sample.
 	healthyRequests = 200
+	// floodHandshakeTimeout is the broker's and the agent's
+	// --handshake-timeout here. The deadline runs from accept to the
+	// request's first byte, and the healthy client is a goroutine of this
+	// -race test process, which also runs a thousand flood dialers: on a
+	// machine at load 20 its request once arrived more than the default
+	// 5 s after its connect, and the deadline reset it exactly as it
+	// resets a silent flood connection (a new connection per request, 200
+	// per sample, so every stall is exposed). A healthy client is one
+	// faster than the deadline; 15 s is ten times the slowest healthy
+	// request seen at load 20-36 and still lets the test see the deadline
+	// reclaim the flood's slots.
+	floodHandshakeTimeout = "15s"
 )
 
 func TestBrokerSurvivesConnectionFlood(t *testing.T) {
-	b := startBroker(t, lowFDs)
+	b := startBroker(t, lowFDs, "--handshake-timeout", floodHandshakeTimeout)
 	survivesFlood(t, b.proc, b.endpoints(t), true)
 }
 
 func TestAgentSurvivesConnectionFlood(t *testing.T) {
 	b := startBroker(t, 4096)
-	a := startAgent(t, b, lowFDs)
+	kube := testcluster.StartSimulated(t)
+	kube.EnsureNamespace(t, "federation-autoscaler")
+	a := startAgentOn(t, b, lowFDs, kube, "consumer", "consumer-1", "--handshake-timeout", floodHandshakeTimeout)
 	survivesFlood(t, a.proc, a.endpoints(), true)
 }
 
@@ -80,7 +95,11 @@ func underFlood(t *testing.T, p *proc, eps []endpoint, from string, keepAlive bo
 		clients[i] = e.client(healthy, keepAlive)
 	}
 	// With keepAlive, each client's connection opens here, before the flood.
-	for i, lat := range measureAll(t, eps, clients, healthyRequests) {
+	lats, err := measureAll(eps, clients, healthyRequests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, lat := range lats {
 		t.Logf("%s %s: healthy client (%s) without a flood: %s", p.name, eps[i].name, how, lat)
 	}
 	for i, e := range eps {
@@ -94,10 +113,41 @@ func underFlood(t *testing.T, p *proc, eps []endpoint, from string, keepAlive bo
 	for i, e := range eps {
 		floods[i] = startFlood(t, e.addr, from, n)
 	}
-	for _, f := range floods {
-		f.await(t, p)
+	// While the flood builds up (a minute for the demo's 3 × 1 024 on a
+	// loaded machine), a keep-alive client keeps using its connection: the
+	// server would close an idle one at its idle timeout (the consoles':
+	// 60 s), and a new one from the flood's own address is refused by
+	// design. That is how a long-lived client behaves, and each request is
+	// one more served during the flood.
+	var during func() error
+	if keepAlive {
+		during = func() error {
+			for i, e := range eps {
+				if err := e.get(clients[i]); err != nil {
+					return fmt.Errorf("%s: keep-alive request: %w", e.name, err)
+				}
+			}
+			return nil
+		}
 	}
-	for i, lat := range measureAll(t, eps, clients, healthyRequests) {
+	for _, f := range floods {
+		f.await(t, p, during)
+	}
+	lats, err = measureAll(eps, clients, healthyRequests)
+	if err != nil {
+		// Name the listener's refusals, so that a failure says which
+		// limit cut the healthy client.
+		for _, e := range eps {
+			if e.metrics == "" {
+				continue
+			}
+			for _, r := range []string{netguard.ReasonMaxConns, netguard.ReasonMaxConnsPerIP, netguard.ReasonHandshakeTimeout, netguard.ReasonHandshakeFailed} {
+				t.Logf("%s: fa_listener_dropped_connections_total{reason=%q} = %v", e.name, r, dropped(t, e, r))
+			}
+		}
+		t.Fatal(err)
+	}
+	for i, lat := range lats {
 		t.Logf("%s %s: healthy client (%s) during a flood of %d connections from %s: %s", p.name, eps[i].name, how, n, from, lat)
 	}
 	p.alive(t)

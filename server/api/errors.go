@@ -41,6 +41,28 @@ func CodeOf(err error) string {
 // IsCode reports whether err carries the wire code.
 func IsCode(err error, code string) bool { return err != nil && CodeOf(err) == code }
 
+// codesByStatus are the wire codes CodeForStatus names, one per status:
+// where several codes share a status (409) the general one.
+var codesByStatus = [...]string{
+	CodeInvalidRequest, CodeUnauthenticated, CodeForbidden, CodeNotFound, CodeMethodNotAllowed,
+	CodeRequestTimeout, CodeRequestHeadersTooLarge, CodeConflict, CodeReservationExpired,
+	CodePreconditionFailed, CodePayloadTooLarge, CodeTooManyRequests, CodeNotImplemented,
+	CodeUpstreamError, CodeServiceUnavailable, CodeTimeout, CodeInternalError,
+}
+
+// CodeForStatus is Status read backwards: the wire code for an HTTP status
+// whose body carried none (a transport error of a listener, a plain-text
+// answer of a proxy), and false for a status no code has. For a status
+// several codes share (409) it names the general one (Conflict).
+func CodeForStatus(status int) (string, bool) {
+	for _, c := range codesByStatus {
+		if Status(c) == status {
+			return c, true
+		}
+	}
+	return "", false
+}
+
 // Status is the one table from wire code to HTTP status. Every code maps to
 // exactly one status (the reference reuses codes across statuses, bug #27).
 func Status(code string) int {

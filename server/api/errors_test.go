@@ -95,3 +95,33 @@ func TestEveryCodeHasAStatusAndIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// CodeForStatus reads Status backwards for every status a wire code has
+// (so a new code cannot be forgotten there), and knows no other status.
+func TestCodeForStatusInvertsStatus(t *testing.T) {
+	for name, code := range wireCodes(t) {
+		st := Status(code)
+		got, ok := CodeForStatus(st)
+		if !ok || Status(got) != st {
+			t.Errorf("%s (%q, %d): CodeForStatus(%d) = %q, %v", name, code, st, st, got, ok)
+		}
+	}
+	for _, tc := range []struct {
+		status int
+		want   string
+	}{
+		{http.StatusRequestTimeout, CodeRequestTimeout},
+		{http.StatusRequestHeaderFieldsTooLarge, CodeRequestHeadersTooLarge},
+		{http.StatusConflict, CodeConflict},
+		{http.StatusBadRequest, CodeInvalidRequest},
+	} {
+		if got, _ := CodeForStatus(tc.status); got != tc.want {
+			t.Errorf("CodeForStatus(%d) = %q, want %q", tc.status, got, tc.want)
+		}
+	}
+	for _, st := range []int{http.StatusOK, http.StatusTeapot, 599} {
+		if got, ok := CodeForStatus(st); ok {
+			t.Errorf("CodeForStatus(%d) = %q, want none", st, got)
+		}
+	}
+}

@@ -56,12 +56,15 @@ func ParseQuantity(field, s string) (resource.Quantity, *FieldError) {
 	return q, nil
 }
 
-// ScreenQuantities runs CheckQuantityText on every quantity of a JSON
-// document before it is decoded: the values (strings or numbers) of every
-// object that is the value of one of keys, at any depth ("resources",
+// ScreenQuantities runs ParseQuantity on every quantity of a JSON document
+// before it is decoded: the values (strings or numbers) of every object
+// that is the value of one of keys, at any depth ("resources",
 // "unitPrices", … of an advertisement, also inside a result's payload);
 // keys containing "" screens the top-level object's values (a prices file).
-// A document that is not valid JSON is left to the decoder to refuse.
+// A text too long or with a huge exponent is refused before it is parsed,
+// and one that is no quantity ("NaN", "lots") is refused naming its field
+// (the decoder's own error names none). A document that is not valid JSON
+// is left to the decoder to refuse.
 func ScreenQuantities(doc []byte, keys ...string) *FieldError {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
@@ -115,13 +118,14 @@ func ScreenQuantities(doc []byte, keys ...string) *FieldError {
 			}
 		case string:
 			if top != nil && top.object && top.screened {
-				if fe := CheckQuantityText(field(top), t); fe != nil {
+				// Trimmed as resource.Quantity's UnmarshalJSON trims it.
+				if _, fe := ParseQuantity(field(top), strings.TrimSpace(t)); fe != nil {
 					return fe
 				}
 			}
 		case json.Number:
 			if top != nil && top.object && top.screened {
-				if fe := CheckQuantityText(field(top), t.String()); fe != nil {
+				if _, fe := ParseQuantity(field(top), t.String()); fe != nil {
 					return fe
 				}
 			}

@@ -260,15 +260,8 @@ func tokenGuard(token string, accesses *[]Access, throttle *auth.Throttle, now f
 }
 
 func codeFor(status int) string {
-	switch status {
-	case http.StatusUnauthorized:
-		return api.CodeUnauthenticated
-	case http.StatusNotFound:
-		return api.CodeNotFound
-	case http.StatusMethodNotAllowed:
-		return api.CodeMethodNotAllowed
-	case http.StatusTooManyRequests:
-		return api.CodeTooManyRequests
+	if code, ok := api.CodeForStatus(status); ok {
+		return code
 	}
 	if status >= 500 {
 		return api.CodeInternalError

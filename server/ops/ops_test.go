@@ -212,3 +212,47 @@ func TestTokenGuardThrottlesWrongTokensPerClient(t *testing.T) {
 		t.Fatalf("right token after the wait: %d, want 200", resp.StatusCode)
 	}
 }
+
+// The dashboard listener's transport errors carry their own wire codes,
+// as the API's do (issue #11 item 10): 408 RequestTimeout and 431
+// RequestHeadersTooLarge, never InvalidRequest.
+func TestTransportErrorsCarryTheirCodes(t *testing.T) {
+	for _, tc := range []struct {
+		status int
+		want   string
+	}{
+		{http.StatusBadRequest, api.CodeInvalidRequest},
+		{http.StatusUnauthorized, api.CodeUnauthenticated},
+		{http.StatusNotFound, api.CodeNotFound},
+		{http.StatusMethodNotAllowed, api.CodeMethodNotAllowed},
+		{http.StatusRequestTimeout, api.CodeRequestTimeout},
+		{http.StatusRequestEntityTooLarge, api.CodePayloadTooLarge},
+		{http.StatusRequestHeaderFieldsTooLarge, api.CodeRequestHeadersTooLarge},
+		{http.StatusTooManyRequests, api.CodeTooManyRequests},
+		{http.StatusTeapot, api.CodeInvalidRequest},
+		{http.StatusInternalServerError, api.CodeInternalError},
+		{http.StatusBadGateway, api.CodeUpstreamError},
+		{http.StatusHTTPVersionNotSupported, api.CodeInternalError},
+	} {
+		if got := codeFor(tc.status); got != tc.want {
+			t.Errorf("codeFor(%d) = %q, want %q", tc.status, got, tc.want)
+		}
+	}
+	// The 431 over a real connection: fasthttp refuses the headers before
+	// any route runs and the error handler names the code.
+	base := authtest.Serve(t, New(Config{
+		Overview:  overviewFunc(func(context.Context) (api.Overview, error) { return api.Overview{}, nil }),
+		Readiness: &Readiness{},
+	}))
+	req, _ := http.NewRequest("GET", base+"/healthz", nil)
+	req.Header.Set("X-Filler", strings.Repeat("a", 8<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var e api.ErrorResponse
+	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge || e.Code != api.CodeRequestHeadersTooLarge {
+		t.Fatalf("8 KiB of headers: %d %+v (%v), want 431 %s", resp.StatusCode, e, err, api.CodeRequestHeadersTooLarge)
+	}
+}

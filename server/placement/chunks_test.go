@@ -104,7 +104,7 @@ func TestLoadChunkConfig(t *testing.T) {
 		{"gpu disabled", write("c.yaml", "gpu: {}\n"), ChunkConfig{Standard: DefaultChunkConfig().Standard, GPU: corev1.ResourceList{}}, ""},
 		{"unknown key", write("d.yaml", "standrd: {cpu: 1}\n"), ChunkConfig{}, "unknown field"},
 		{"invalid value", write("e.yaml", "standard: {cpu: \"0\", memory: 1Gi}\n"), ChunkConfig{}, "standard chunk: cpu is 0"},
-		{"bad quantity", write("f.yaml", "standard: {cpu: lots}\n"), ChunkConfig{}, "parsing chunk config"},
+		{"bad quantity", write("f.yaml", "standard: {cpu: lots}\n"), ChunkConfig{}, `standard[cpu] = "lots": must be a quantity`},
 		{"missing file", filepath.Join(dir, "nope.yaml"), ChunkConfig{}, "reading chunk config"},
 	}
 	for _, tt := range tests {

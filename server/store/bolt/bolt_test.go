@@ -1,13 +1,17 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store/storetest"
 )
@@ -113,5 +117,61 @@ func TestConformance(t *testing.T) {
 			}
 			return s
 		}
+	})
+}
+
+// FuzzOpenDamaged: a broker.db whose pages past the two metas are
+// overwritten with arbitrary bytes (the meta pages stay valid, so only the
+// page check can tell) is either refused with a *DamagedError or opens and
+// loads without a crash: bbolt itself would fault (SIGBUS, SIGSEGV) or
+// panic on a goroutine, which ends the fuzz worker.
+func FuzzOpenDamaged(f *testing.F) {
+	dir := f.TempDir()
+	s, err := Open(dir, Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	var batch []Mutation
+	for i := range 40 {
+		batch = append(batch, store.PutReservation(store.Reservation{
+			ID: fmt.Sprintf("res-%03d", i), ConsumerID: "c1", ProviderID: "p1", ChunkType: api.ChunkStandard, ChunkCount: 1,
+			Phase: api.PhasePeered, CreatedAt: time.Unix(1764547200, 0).UTC(),
+		}))
+	}
+	if err := s.Apply(context.Background(), batch); err != nil {
+		f.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		f.Fatal(err)
+	}
+	base, err := os.ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		f.Fatal(err)
+	}
+	ps := os.Getpagesize()
+	if len(base) < 4*ps {
+		f.Fatalf("the base database has %d bytes, want at least 4 pages", len(base))
+	}
+	f.Add(uint32(0), []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
+	f.Add(uint32(ps), []byte{2, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 1, 0})
+	f.Add(uint32(16), bytes.Repeat([]byte{0x41}, 64))
+	f.Fuzz(func(t *testing.T, off uint32, patch []byte) {
+		img := slices.Clone(base)
+		at := 2*ps + int(off%uint32(len(img)-2*ps))
+		copy(img[at:], patch)
+		path := filepath.Join(t.TempDir(), FileName)
+		if err := os.WriteFile(path, img, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := OpenFile(path, Options{})
+		if err != nil {
+			var de *DamagedError
+			if !errors.As(err, &de) {
+				t.Fatalf("a damaged file refused without a *DamagedError: %v", err)
+			}
+			return
+		}
+		defer s.Close()
+		_, _ = s.Load(context.Background()) // a record that does not decode is an error, not a crash
 	})
 }

@@ -1,4 +1,4 @@
-package brokercmd_test
+package attacktest
 
 import (
 	"context"
@@ -8,32 +8,25 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
-	"github.com/federation-autoscaler/federation-autoscaler/server/rest/resttest"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store/bolt"
 )
 
-// exitCode returns the exit status of a finished run.
-func exitCode(t *testing.T, err error) int {
-	t.Helper()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		t.Fatalf("the broker did not exit with a status: %v", err)
-	}
-	return ee.ExitCode()
-}
+// Issue #11 item 7: damaged or wrong state is refused at start with exit
+// status 1 and a message that says what is wrong and what to do, never a
+// panic; an explicit flag starts fresh without destroying anything.
 
 // dataDir returns a data directory whose broker.db holds one reservation.
 func dataDir(t *testing.T) string {
@@ -57,7 +50,8 @@ func dataDir(t *testing.T) string {
 // database with exit status 1 and a message saying what is wrong and what
 // to do, and leaves the file as it was.
 func TestDamagedStoreStopsTheStart(t *testing.T) {
-	pkiDir := resttest.NewPKI(t).Dir
+	pkiDir := t.TempDir()
+	run(t, "pki", "init", "--dir", pkiDir)
 	tests := []struct {
 		name   string
 		damage func(path string) error
@@ -66,6 +60,7 @@ func TestDamagedStoreStopsTheStart(t *testing.T) {
 		{"zero bytes", func(p string) error { return os.Truncate(p, 0) }, "empty (0 bytes)"},
 		{"truncated", func(p string) error { return os.Truncate(p, 8192) }, "it was truncated"},
 		{"not a database", func(p string) error { return os.WriteFile(p, []byte(strings.Repeat("garbage ", 4096)), 0o600) }, "neither meta page is valid"},
+		{"random tree pages", overwritePages(2, 4), "page"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,8 +70,8 @@ func TestDamagedStoreStopsTheStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			before, _ := os.ReadFile(db)
-			out, err := run(t, nil, "broker", "--pki-dir", pkiDir, "--data-dir", dir, "--listen", "127.0.0.1:0", "--dashboard-listen", "127.0.0.1:0")
-			if code := exitCode(t, err); code != 1 {
+			out, code := runToExit(t, "broker", "--pki-dir", pkiDir, "--data-dir", dir, "--listen", "127.0.0.1:0", "--dashboard-listen", "127.0.0.1:0")
+			if code != 1 {
 				t.Fatalf("exit status %d, want 1:\n%s", code, out)
 			}
 			for _, want := range []string{db + " is damaged", tc.want, "Restore", "--reset-damaged-store"} {
@@ -97,21 +92,14 @@ func TestDamagedStoreStopsTheStart(t *testing.T) {
 // TestResetDamagedStore: with --reset-damaged-store the broker moves the
 // damaged file aside, says so, and serves with an empty store.
 func TestResetDamagedStore(t *testing.T) {
-	p := resttest.NewPKI(t)
 	dir := dataDir(t)
 	db := filepath.Join(dir, bolt.FileName)
 	if err := os.Truncate(db, 8192); err != nil {
 		t.Fatal(err)
 	}
-	proc := startBroker(t, "--pki-dir", p.Dir, "--data-dir", dir, "--reset-damaged-store")
-	defer func() {
-		if err := proc.stop(t); err != nil {
-			t.Error(err)
-		}
-	}()
-	logs := strings.Join(proc.startLogs, "\n")
-	if !strings.Contains(logs, "moved it aside") || !strings.Contains(logs, "truncated") {
-		t.Errorf("the start logs do not say the store was reset and why:\n%s", logs)
+	b := startBroker(t, 1024, "--data-dir", dir, "--reset-damaged-store")
+	if m := b.out.find(regexp.MustCompile(`moved it aside.*truncated|truncated.*moved it aside`)); m == nil {
+		t.Errorf("the start logs do not say the store was reset and why:\n%s", b.out.tail(20))
 	}
 	kept, _ := filepath.Glob(db + ".damaged-*")
 	if len(kept) != 1 {
@@ -120,9 +108,27 @@ func TestResetDamagedStore(t *testing.T) {
 	if st, err := os.Stat(kept[0]); err != nil || st.Size() != 8192 {
 		t.Fatalf("the damaged file was not kept as it was: %v %v", st, err)
 	}
-	c := p.NewClient(t, "https://"+proc.apiAddr, "c1", api.RoleConsumer, 2)
-	if r := c.Must(t, "GET", "/api/v1/reservations/res-1", nil); r.Status != 404 {
-		t.Errorf("the fresh store knows res-1: %d %s", r.Status, r.Body)
+	c := b.caller(t, "c1", api.RoleConsumer)
+	expect(t, "res-1 in the fresh store", c.Must(t, "GET", "/api/v1/reservations/res-1", nil), http.StatusNotFound, api.CodeNotFound)
+}
+
+// overwritePages fills n pages from page first on with random bytes (the
+// meta pages 0 and 1 stay valid, so only a walk of the tree finds it).
+func overwritePages(first, n int) func(path string) error {
+	return func(path string) error {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		junk := make([]byte, n*os.Getpagesize())
+		if _, err := rand.Read(junk); err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(junk, int64(first*os.Getpagesize())); err != nil {
+			_ = f.Close()
+			return err
+		}
+		return f.Close()
 	}
 }
 
@@ -150,10 +156,11 @@ func TestBadBrokerCertificateStopsTheStart(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			pkiDir := resttest.NewPKI(t).Dir
+			pkiDir := t.TempDir()
+			run(t, "pki", "init", "--dir", pkiDir)
 			writeBrokerCert(t, pkiDir, now, tc.mutate)
-			out, err := run(t, nil, "broker", "--pki-dir", pkiDir, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--dashboard-listen", "127.0.0.1:0")
-			if code := exitCode(t, err); code != 1 {
+			out, code := runToExit(t, "broker", "--pki-dir", pkiDir, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--dashboard-listen", "127.0.0.1:0")
+			if code != 1 {
 				t.Fatalf("exit status %d, want 1:\n%s", code, out)
 			}
 			if !strings.Contains(out, tc.want) || !strings.Contains(out, pki.BrokerCertFile) {
