@@ -13,28 +13,12 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
-// ReservationPrefix marks the reservations the adapter creates for the
-// Cluster Autoscaler. Virtual nodes of other reservations (manual
-// ResourceRequests use mr-…) are not managed by CA: NodeGroupForNode
-// answers "not ours" for them and they never count in a target size.
-const ReservationPrefix = "res-"
-
-// ProviderID is the providerID the consumer agent gives the virtual node of
-// reservation reservationID on provider providerClusterID. It is the
-// instance id reported to CA for reservations whose node does not exist yet.
-func ProviderID(providerClusterID, reservationID string) string {
-	return "liqo://" + providerClusterID + "/" + reservationID
-}
-
-// parseProviderID splits a liqo://<provider>/<reservation> providerID.
-func parseProviderID(id string) (provider, reservation string, ok bool) {
-	rest, found := strings.CutPrefix(id, "liqo://")
-	if !found {
-		return "", "", false
-	}
-	provider, reservation, ok = strings.Cut(rest, "/")
-	return provider, reservation, ok && provider != "" && reservation != ""
-}
+// The adapter manages the reservations whose id starts with
+// api.ReservationIDPrefix (it creates them for the Cluster Autoscaler).
+// Virtual nodes of other reservations (the consoles' manual-…) are not
+// managed by CA: NodeGroupForNode answers "not ours" for them and they never
+// count in a target size. An instance's id is its virtual node's
+// api.ProviderID, also for reservations whose node does not exist yet.
 
 // instanceState is what CA is told about one instance.
 type instanceState int
@@ -272,7 +256,7 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 	seen := make(map[string]bool, len(raw.nodes))
 	for i := range raw.nodes {
 		vn := &raw.nodes[i]
-		if !strings.HasPrefix(vn.ReservationID, ReservationPrefix) {
+		if !strings.HasPrefix(vn.ReservationID, api.ReservationIDPrefix) {
 			continue
 		}
 		seen[vn.ReservationID] = true
@@ -296,7 +280,7 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 			allocatable:   vn.Allocatable,
 		}
 		if in.providerID == "" {
-			in.providerID = ProviderID(g.provider, vn.ReservationID)
+			in.providerID = api.ProviderID(g.provider, vn.ReservationID)
 		}
 		if vn.LastTransitionTime != nil {
 			in.since = vn.LastTransitionTime.Time
@@ -320,7 +304,7 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		g := groupFor(p.groupID, p.provider, p.liqoID, p.typ)
 		add(&instance{
 			reservationID: id,
-			providerID:    ProviderID(g.provider, id),
+			providerID:    api.ProviderID(g.provider, id),
 			group:         g,
 			state:         stateCreating,
 			since:         p.createdAt,
@@ -347,7 +331,7 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		g := groupFor(r.groupID, r.provider, "", r.typ)
 		add(&instance{
 			reservationID: id,
-			providerID:    ProviderID(g.provider, id),
+			providerID:    api.ProviderID(g.provider, id),
 			group:         g,
 			state:         stateDeleting,
 			since:         r.at,
@@ -405,7 +389,7 @@ func (st *state) resolve(providerID, name string) *instance {
 		if in, ok := st.byProviderID[providerID]; ok {
 			return in
 		}
-		if _, res, ok := parseProviderID(providerID); ok {
+		if _, res, ok := api.ParseProviderID(providerID); ok {
 			if in, ok := st.byReservationID[res]; ok {
 				return in
 			}

@@ -457,11 +457,11 @@ func (a *Agent) policySpec(ctx context.Context) (*fav1alpha1.ConsumerPolicySpec,
 	if err := a.cfg.Client.List(ctx, &list, client.InNamespace(a.cfg.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing ConsumerPolicies in %s: %w", a.cfg.Namespace, err)
 	}
-	if len(list.Items) == 0 {
+	cp := fav1alpha1.ActivePolicy(list.Items)
+	if cp == nil {
 		return nil, nil
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	return &list.Items[0].Spec, nil
+	return &cp.Spec, nil
 }
 
 // placementOf is the heartbeat's placement of a ConsumerPolicy spec (nil:
@@ -470,15 +470,7 @@ func placementOf(spec *fav1alpha1.ConsumerPolicySpec) *api.Placement {
 	if spec == nil {
 		return nil
 	}
-	sp := spec.Placement
-	if sp.Type == "" && sp.Weights == nil {
-		return nil
-	}
-	p := &api.Placement{Type: api.PlacementType(sp.Type)}
-	if w := sp.Weights; w != nil {
-		p.Weights = &api.Weights{Price: w.Price, Carbon: w.Carbon, Distance: w.Distance, FreeCapacity: w.FreeCapacity}
-	}
-	return p
+	return spec.Placement.API()
 }
 
 // notePolicy records whether the ConsumerPolicy is sent: a refused policy

@@ -34,11 +34,9 @@ func (s *Service) Reserve(ctx context.Context, cn, id string, req api.Reservatio
 	if err := req.Validate(); err != nil {
 		return api.ReservationResponse{}, false, err
 	}
-	if id == "" {
-		id = "res-" + uuid.NewString()
-	}
-	if err := api.CheckReservationID(api.HeaderReservationID, id); err != nil {
-		return api.ReservationResponse{}, false, err.APIError()
+	id, err := api.ReservationIDOr(id, uuid.NewString)
+	if err != nil {
+		return api.ReservationResponse{}, false, err
 	}
 
 	s.mu.Lock()

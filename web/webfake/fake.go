@@ -274,7 +274,7 @@ func (f *Federation) reserveLocked(providerID string, chunks int32, manual, work
 	f.seq++
 	now := metav1.NewTime(f.now())
 	r := &reservation{manual: manual, workload: workload}
-	r.ReservationID = "res-" + strconv.Itoa(1000+f.seq)
+	r.ReservationID = api.ReservationIDPrefix + strconv.Itoa(1000+f.seq)
 	r.Status = api.PhasePending
 	r.ProviderClusterID, r.ConsumerClusterID = p.id, f.consumer.id
 	r.ChunkCount, r.ChunkType, r.Resources = chunks, api.ChunkStandard, Chunk
