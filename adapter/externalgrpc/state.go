@@ -202,6 +202,17 @@ func (s *Server) invalidateLocked() {
 // adapter's bookkeeping, and forgets bookkeeping the snapshot made
 // redundant. seq is the mutation counter when the fetch started.
 func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time) *state {
+	st := newState(fetchedAt, raw.view)
+	seen := s.addVirtualNodesLocked(st, raw.nodes)
+	s.addPendingLocked(st)
+	s.addReleasedLocked(st, seen, seq)
+	s.keepGoneGroupsLocked(st)
+	st.sizeGroups(seq)
+	return st
+}
+
+// newState is a state holding the groups of the agent's view.
+func newState(fetchedAt time.Time, view *api.NodeGroupListResponse) *state {
 	st := &state{
 		fetchedAt:       fetchedAt,
 		byID:            map[string]*group{},
@@ -209,59 +220,69 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		byName:          map[string]*instance{},
 		byReservationID: map[string]*instance{},
 	}
-	for i := range raw.view.NodeGroups {
-		v := &raw.view.NodeGroups[i]
+	for i := range view.NodeGroups {
+		v := &view.NodeGroups[i]
 		if v.ID == "" {
 			continue
 		}
 		st.byID[v.ID] = &group{id: v.ID, provider: v.ProviderClusterID, liqoID: v.ProviderLiqoClusterID, typ: v.Type, view: v}
 	}
-	// groupFor finds or synthesizes the group of a reservation.
-	groupFor := func(id, provider, liqoID string, t api.ChunkType) *group {
-		if id == "" && provider != "" && t != "" {
-			id = api.NodeGroupID(provider, t)
-		}
-		if id == "" {
-			return nil
-		}
-		if g, ok := st.byID[id]; ok {
-			return g
-		}
-		if p, pt, ok := api.ParseNodeGroupID(id); ok {
-			if provider == "" {
-				provider = p
-			}
-			if t == "" {
-				t = pt
-			}
-		}
-		if provider == "" {
-			return nil
-		}
-		g := &group{id: id, provider: provider, liqoID: liqoID, typ: t}
-		st.byID[id] = g
+	return st
+}
+
+// groupFor finds or synthesizes the group of a reservation: by id, or by
+// provider and chunk type when the id is empty. It is nil when neither
+// names a provider.
+func (st *state) groupFor(id, provider, liqoID string, t api.ChunkType) *group {
+	if id == "" && provider != "" && t != "" {
+		id = api.NodeGroupID(provider, t)
+	}
+	if id == "" {
+		return nil
+	}
+	if g, ok := st.byID[id]; ok {
 		return g
 	}
-	add := func(in *instance) {
-		in.group.instances = append(in.group.instances, in)
-		st.byReservationID[in.reservationID] = in
-		st.byProviderID[in.providerID] = in
-		for _, n := range in.names {
-			if n != "" {
-				st.byName[n] = in
-			}
+	if p, pt, ok := api.ParseNodeGroupID(id); ok {
+		if provider == "" {
+			provider = p
+		}
+		if t == "" {
+			t = pt
 		}
 	}
+	if provider == "" {
+		return nil
+	}
+	g := &group{id: id, provider: provider, liqoID: liqoID, typ: t}
+	st.byID[id] = g
+	return g
+}
 
-	seen := make(map[string]bool, len(raw.nodes))
-	for i := range raw.nodes {
-		vn := &raw.nodes[i]
+// add puts in into its group and the indexes.
+func (st *state) add(in *instance) {
+	in.group.instances = append(in.group.instances, in)
+	st.byReservationID[in.reservationID] = in
+	st.byProviderID[in.providerID] = in
+	for _, n := range in.names {
+		if n != "" {
+			st.byName[n] = in
+		}
+	}
+}
+
+// addVirtualNodesLocked adds the adapter's reservations that have a
+// VirtualNodeState (they are no longer pending) and returns their ids.
+func (s *Server) addVirtualNodesLocked(st *state, nodes []localapi.VirtualNode) map[string]bool {
+	seen := make(map[string]bool, len(nodes))
+	for i := range nodes {
+		vn := &nodes[i]
 		if !strings.HasPrefix(vn.ReservationID, api.ReservationIDPrefix) {
 			continue
 		}
 		seen[vn.ReservationID] = true
 		delete(s.pending, vn.ReservationID) // it has a VirtualNodeState now
-		g := groupFor(vn.NodeGroupID, vn.ProviderClusterID, vn.ProviderLiqoClusterID, "")
+		g := st.groupFor(vn.NodeGroupID, vn.ProviderClusterID, vn.ProviderLiqoClusterID, "")
 		if g == nil {
 			s.log.Warn("Virtual node without a node group, not reported to the Cluster Autoscaler",
 				"reservation", vn.ReservationID, "name", vn.Name)
@@ -270,39 +291,56 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		if g.liqoID == "" {
 			g.liqoID = vn.ProviderLiqoClusterID
 		}
-		in := &instance{
-			reservationID: vn.ReservationID,
-			providerID:    vn.ProviderID,
-			names:         []string{vn.Name, vn.VirtualNodeName},
-			group:         g,
-			peered:        true,
-			message:       vn.Message,
-			allocatable:   vn.Allocatable,
-		}
-		if in.providerID == "" {
-			in.providerID = api.ProviderID(g.provider, vn.ReservationID)
-		}
-		if vn.LastTransitionTime != nil {
-			in.since = vn.LastTransitionTime.Time
-		}
-		switch vn.Phase {
-		case localapi.PhaseRunning:
-			in.state = stateRunning
-		case localapi.PhaseDeleting:
-			in.state = stateDeleting
-		case localapi.PhaseFailed:
-			in.state = stateFailed
-		default:
-			in.state = stateCreating
-		}
+		in := virtualNodeInstance(vn, g)
 		if _, ok := s.released[vn.ReservationID]; ok {
 			in.state = stateDeleting
 		}
-		add(in)
+		st.add(in)
 	}
+	return seen
+}
+
+// virtualNodeInstance is the instance of virtual node vn in group g.
+func virtualNodeInstance(vn *localapi.VirtualNode, g *group) *instance {
+	in := &instance{
+		reservationID: vn.ReservationID,
+		providerID:    vn.ProviderID,
+		names:         []string{vn.Name, vn.VirtualNodeName},
+		group:         g,
+		peered:        true,
+		message:       vn.Message,
+		allocatable:   vn.Allocatable,
+		state:         phaseState(vn.Phase),
+	}
+	if in.providerID == "" {
+		in.providerID = api.ProviderID(g.provider, vn.ReservationID)
+	}
+	if vn.LastTransitionTime != nil {
+		in.since = vn.LastTransitionTime.Time
+	}
+	return in
+}
+
+// phaseState is the instance state of a virtual node's phase.
+func phaseState(p localapi.Phase) instanceState {
+	switch p {
+	case localapi.PhaseRunning:
+		return stateRunning
+	case localapi.PhaseDeleting:
+		return stateDeleting
+	case localapi.PhaseFailed:
+		return stateFailed
+	default:
+		return stateCreating
+	}
+}
+
+// addPendingLocked adds the reservations the adapter created that have no
+// VirtualNodeState yet, as Creating.
+func (s *Server) addPendingLocked(st *state) {
 	for id, p := range s.pending {
-		g := groupFor(p.groupID, p.provider, p.liqoID, p.typ)
-		add(&instance{
+		g := st.groupFor(p.groupID, p.provider, p.liqoID, p.typ)
+		st.add(&instance{
 			reservationID: id,
 			providerID:    api.ProviderID(g.provider, id),
 			group:         g,
@@ -311,6 +349,12 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 			pendingSeq:    p.seq,
 		})
 	}
+}
+
+// addReleasedLocked adds the reservations released after the fetch started
+// (seq) whose virtual node is not listed, as Deleting, and forgets old
+// tombstones.
+func (s *Server) addReleasedLocked(st *state, seen map[string]bool, seq uint64) {
 	for id, r := range s.released {
 		if seen[id] {
 			continue
@@ -328,8 +372,8 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 			}
 			continue
 		}
-		g := groupFor(r.groupID, r.provider, "", r.typ)
-		add(&instance{
+		g := st.groupFor(r.groupID, r.provider, "", r.typ)
+		st.add(&instance{
 			reservationID: id,
 			providerID:    api.ProviderID(g.provider, id),
 			group:         g,
@@ -337,13 +381,15 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 			since:         r.at,
 		})
 	}
+}
 
-	// Groups listed recently but gone now keep answering by id (empty, not
-	// growable) for a while: CA caches NodeGroups for its whole loop and
-	// a NotFound on a group it just listed would abort that loop.
+// keepGoneGroupsLocked remembers the listed groups; groups listed recently
+// but gone now keep answering by id (empty, not growable) for goneGroupTTL:
+// CA caches NodeGroups for its whole loop and a NotFound on a group it just
+// listed would abort that loop.
+func (s *Server) keepGoneGroupsLocked(st *state) {
 	now := s.clock.Now()
-	for id := range st.byID {
-		g := st.byID[id]
+	for id, g := range st.byID {
 		s.known[id] = knownGroup{provider: g.provider, liqoID: g.liqoID, typ: g.typ, lastSeen: now}
 	}
 	for id, k := range s.known {
@@ -356,7 +402,11 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		}
 		st.byID[id] = &group{id: id, provider: k.provider, liqoID: k.liqoID, typ: k.typ, gone: true}
 	}
+}
 
+// sizeGroups computes every group's target and max size and lists the
+// groups that are not gone, by id.
+func (st *state) sizeGroups(seq uint64) {
 	for _, g := range st.byID {
 		markDeadPending(g, seq)
 		sort.Slice(g.instances, func(i, j int) bool { return g.instances[i].providerID < g.instances[j].providerID })
@@ -378,7 +428,6 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		}
 	}
 	sort.Slice(st.groups, func(i, j int) bool { return st.groups[i].id < st.groups[j].id })
-	return st
 }
 
 // resolve finds the instance a CA node stands for: by providerID first
