@@ -238,34 +238,13 @@ func startBroker(ctx context.Context, o Options, log *slog.Logger) (*broker, err
 	if err != nil {
 		return fail(err)
 	}
-	args := []string{"broker", "--pki-dir", pkiDir, "--data-dir", filepath.Join(dir, "data"), "--listen", apiAddr,
-		"--log-level", o.BrokerLogLevel}
-	// Every agent connects from 127.0.0.1: the per-address cap must allow
-	// all of them (and the broker's descriptors must hold them).
-	conns := (o.Config.Providers+o.Config.Consumers)*loadgen.ConnectionsPerAgent(loadgen.InstructionMode(o.Instructions)) + 64
-	listeners := 2
 	dashAddr := ""
-	if o.NoDashboard {
-		args = append(args, "--dashboard-listen", "")
-		listeners = 1
-	} else {
+	if !o.NoDashboard {
 		if dashAddr, err = freePort(); err != nil {
 			return fail(err)
 		}
-		args = append(args, "--dashboard-listen", dashAddr)
 	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
-		// The broker raises its soft limit to the hard one; its connection
-		// caps must leave it 64 descriptors.
-		if most := (int(lim.Max) - 64) / listeners; conns > most {
-			log.Warn("The simulated agents need more connections than the broker's descriptor limit allows; capping (expect refused connections)",
-				"needed", conns, "cap", most, "ulimitHard", lim.Max)
-			conns = most
-		}
-	}
-	args = append(args, "--max-conns", strconv.Itoa(conns), "--max-conns-per-ip", strconv.Itoa(conns))
-	args = append(args, o.BrokerArgs...)
+	args := brokerArgs(o, pkiDir, filepath.Join(dir, "data"), apiAddr, dashAddr, log)
 	logf, err := os.Create(b.logPath)
 	if err != nil {
 		return fail(err)
@@ -287,6 +266,32 @@ func startBroker(ctx context.Context, o Options, log *slog.Logger) (*broker, err
 		return fail(err)
 	}
 	return b, nil
+}
+
+// brokerArgs are the started broker's flags: its PKI, database and
+// listeners ("" dashAddr: none), connection caps that admit every simulated
+// agent (all connect from 127.0.0.1) within the descriptor limit, then
+// --broker-arg.
+func brokerArgs(o Options, pkiDir, dataDir, apiAddr, dashAddr string, log *slog.Logger) []string {
+	args := []string{"broker", "--pki-dir", pkiDir, "--data-dir", dataDir, "--listen", apiAddr,
+		"--log-level", o.BrokerLogLevel, "--dashboard-listen", dashAddr}
+	conns := (o.Config.Providers+o.Config.Consumers)*loadgen.ConnectionsPerAgent(loadgen.InstructionMode(o.Instructions)) + 64
+	listeners := 2
+	if dashAddr == "" {
+		listeners = 1
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		// The broker raises its soft limit to the hard one; its connection
+		// caps must leave it 64 descriptors.
+		if most := (int(lim.Max) - 64) / listeners; conns > most {
+			log.Warn("The simulated agents need more connections than the broker's descriptor limit allows; capping (expect refused connections)",
+				"needed", conns, "cap", most, "ulimitHard", lim.Max)
+			conns = most
+		}
+	}
+	args = append(args, "--max-conns", strconv.Itoa(conns), "--max-conns-per-ip", strconv.Itoa(conns))
+	return append(args, o.BrokerArgs...)
 }
 
 // filteredEnv drops FA_* variables: the started broker is configured by
