@@ -134,6 +134,15 @@ func (o *Options) Validate() error {
 	if c.Viewers < 0 {
 		errs = append(errs, fmt.Errorf("--viewers must be >= 0, got %d", c.Viewers))
 	}
+	errs = append(errs, o.brokerErrors()...)
+	return errors.Join(errs...)
+}
+
+// brokerErrors checks the choice of broker: --start-broker, or the address
+// and CA of a running one.
+func (o *Options) brokerErrors() []error {
+	var errs []error
+	c := &o.Config
 	if o.StartBroker {
 		if c.BrokerURL != "" || o.PKIDir != "" || c.BrokerPID != 0 {
 			errs = append(errs, errors.New("--start-broker starts its own broker: drop --broker-url, --pki-dir and --broker-pid"))
@@ -141,15 +150,15 @@ func (o *Options) Validate() error {
 		if o.NoDashboard && c.Viewers > 0 {
 			errs = append(errs, errors.New("--viewers need the dashboard: drop --no-dashboard"))
 		}
-	} else {
-		if c.BrokerURL == "" || o.PKIDir == "" {
-			errs = append(errs, errors.New("give --start-broker, or --broker-url and --pki-dir (the directory with the federation's ca.crt and ca.key) of a running broker"))
-		}
-		if c.Viewers > 0 && c.DashboardURL == "" {
-			errs = append(errs, errors.New("--viewers needs --dashboard-url"))
-		}
+		return errs
 	}
-	return errors.Join(errs...)
+	if c.BrokerURL == "" || o.PKIDir == "" {
+		errs = append(errs, errors.New("give --start-broker, or --broker-url and --pki-dir (the directory with the federation's ca.crt and ca.key) of a running broker"))
+	}
+	if c.Viewers > 0 && c.DashboardURL == "" {
+		errs = append(errs, errors.New("--viewers needs --dashboard-url"))
+	}
+	return errs
 }
 
 // Run runs the load and writes the report to out.
