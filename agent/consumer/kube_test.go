@@ -27,12 +27,11 @@ import (
 // scriptedBroker delivers the instructions a test queues, records results
 // and answers reservation reads from a map.
 type scriptedBroker struct {
-	mu       sync.Mutex
-	pending  map[string]api.InstructionView
-	results  map[string]api.InstructionResultRequest
-	live     map[string]api.Phase
-	wake     chan struct{}
-	peerRuns int
+	mu      sync.Mutex
+	pending map[string]api.InstructionView
+	results map[string]api.InstructionResultRequest
+	live    map[string]api.Phase
+	wake    chan struct{}
 }
 
 func newScriptedBroker() *scriptedBroker {

@@ -158,12 +158,12 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) (bool, string) {
 		case apiextensionsv1.Established:
 			est = c.Status == apiextensionsv1.ConditionTrue
 			if !est {
-				why = append(why, fmt.Errorf("Established=%s: %s", c.Status, c.Message))
+				why = append(why, fmt.Errorf("condition Established=%s: %s", c.Status, c.Message))
 			}
 		case apiextensionsv1.NamesAccepted:
 			names = c.Status == apiextensionsv1.ConditionTrue
 			if !names {
-				why = append(why, fmt.Errorf("NamesAccepted=%s: %s", c.Status, c.Message))
+				why = append(why, fmt.Errorf("condition NamesAccepted=%s: %s", c.Status, c.Message))
 			}
 		}
 	}

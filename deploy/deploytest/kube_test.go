@@ -187,14 +187,6 @@ func (c *cluster) checkApplied(t *testing.T, component, dryRun string) map[strin
 	return live
 }
 
-func versions(m map[string]*unstructured.Unstructured) map[string]string {
-	out := map[string]string{}
-	for k, o := range m {
-		out[k] = o.GetResourceVersion()
-	}
-	return out
-}
-
 // upTwice runs script with --dry-run, for real, and for real again: the
 // server holds exactly the dry run's objects, the second run changes
 // nothing and prints the same dry run.
