@@ -176,7 +176,7 @@ func TestPeerUnpeerResyncOnRealAPIServer(t *testing.T) {
 		if err := <-runDone; err != nil {
 			t.Error(err)
 		}
-		<-simDone
+		t.Logf("simulated Liqo stopped: %v", <-simDone)
 	}()
 
 	chunk := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}

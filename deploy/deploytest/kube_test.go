@@ -205,7 +205,7 @@ func (c *cluster) upTwice(t *testing.T, dir, component, script string, args ...s
 	if none, _ := c.labeled(t, partOf+",app.kubernetes.io/component="+component); len(none) > 0 {
 		t.Fatalf("--dry-run created objects: %v", keys(none))
 	}
-	real := mustRun(t, dir, script, args...)
+	applied := mustRun(t, dir, script, args...)
 	live := c.checkApplied(t, component, dry.Stdout)
 	for k, o := range live {
 		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
@@ -245,7 +245,7 @@ func (c *cluster) upTwice(t *testing.T, dir, component, script string, args ...s
 			t.Errorf("running %s twice changed %s:\nbefore: %s\nafter: %s", script, k, xb, yb)
 		}
 	}
-	return live, real
+	return live, applied
 }
 
 // down runs a down script and checks nothing of component is left (objects

@@ -232,7 +232,7 @@ func startBroker(ctx context.Context, o Options, log *slog.Logger) (*broker, err
 	fail := func(err error) (*broker, error) {
 		if b.cmd != nil && b.cmd.Process != nil {
 			_ = b.cmd.Process.Kill()
-			<-b.exited
+			log.Debug("Broker killed", "exit", <-b.exited)
 		}
 		return nil, fmt.Errorf("%w (broker log: %s)", err, b.logPath)
 	}
@@ -353,10 +353,11 @@ func (b *broker) waitReady(ctx context.Context, apiAddr, dashAddr string) error 
 func (b *broker) stop(log *slog.Logger, keep bool) {
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-b.exited:
+	case err := <-b.exited:
+		log.Debug("Broker stopped", "exit", err)
 	case <-time.After(30 * time.Second):
 		_ = b.cmd.Process.Kill()
-		<-b.exited
+		log.Warn("Broker did not stop within 30s of SIGTERM; killed it", "exit", <-b.exited)
 	}
 	if keep {
 		log.Info("Kept the broker's directory", "dir", b.dir, "log", b.logPath)

@@ -544,13 +544,13 @@ func (b *consumerBackend) Workload(ctx context.Context) (web.Workload, error) {
 	w := f.consumer.workload
 	w.Running, w.Pending = 0, 0
 	if w.Enabled {
-		cap := int32(0)
+		capacity := int32(0)
 		for _, r := range f.reservations {
 			if r.workload && r.Status == api.PhasePeered {
-				cap += r.ChunkCount * podsPerChunk(w)
+				capacity += r.ChunkCount * podsPerChunk(w)
 			}
 		}
-		w.Running = min(cap, w.Replicas)
+		w.Running = min(capacity, w.Replicas)
 		w.Pending = w.Replicas - w.Running
 	}
 	return w, nil
