@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -365,27 +366,21 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 }
 
 func equalHeartbeat(a, b api.HeartbeatRequest) bool {
-	eqf := func(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
-	eqp := func(x, y *api.Placement) bool {
-		if x == nil || y == nil {
-			return x == y
-		}
-		if x.Type != y.Type || (x.Weights == nil) != (y.Weights == nil) {
-			return false
-		}
-		return x.Weights == nil || *x.Weights == *y.Weights
+	return a.ClusterID == b.ClusterID && a.LiqoClusterID == b.LiqoClusterID && equalPlacement(a.Placement, b.Placement) &&
+		a.Region == b.Region && a.City == b.City && equalFloat(a.Latitude, b.Latitude) && equalFloat(a.Longitude, b.Longitude) &&
+		a.ChosenProvider == b.ChosenProvider && slices.Equal(a.Reservations, b.Reservations) && maps.Equal(a.MeasuredLatencies, b.MeasuredLatencies)
+}
+
+func equalFloat(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
+
+func equalPlacement(x, y *api.Placement) bool {
+	if x == nil || y == nil {
+		return x == y
 	}
-	if a.ClusterID != b.ClusterID || a.LiqoClusterID != b.LiqoClusterID || !eqp(a.Placement, b.Placement) ||
-		a.Region != b.Region || a.City != b.City || !eqf(a.Latitude, b.Latitude) || !eqf(a.Longitude, b.Longitude) ||
-		a.ChosenProvider != b.ChosenProvider || !slices.Equal(a.Reservations, b.Reservations) || len(a.MeasuredLatencies) != len(b.MeasuredLatencies) {
+	if x.Type != y.Type || (x.Weights == nil) != (y.Weights == nil) {
 		return false
 	}
-	for k, v := range a.MeasuredLatencies {
-		if w, ok := b.MeasuredLatencies[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+	return x.Weights == nil || *x.Weights == *y.Weights
 }
 
 func (a *Agent) count(outcome string) {
