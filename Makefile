@@ -7,13 +7,17 @@ LDFLAGS := -X github.com/federation-autoscaler/federation-autoscaler/cli.Version
 # Tests: -race everywhere; the package timeout is generous because the
 # real-apiserver suites build their control plane once into a cache.
 TEST_FLAGS ?= -race -count=1 -timeout 45m
+# golangci-lint (configuration: .golangci.yml), built from the module proxy
+# by `go run` at this version and cached by the go command.
+GOLANGCI_LINT_VERSION ?= v2.15.0
+GOLANGCI_LINT := $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 # The browser tests' driver (.ci/setup installs it there).
 export PLAYWRIGHT_DRIVER_PATH ?= /var/cache/federation-autoscaler/playwright-driver-1.52.0
 # What .ci/setup could not install: one line per suite that will not run.
 SETUP_MISSING := bin/setup-missing
 
-.PHONY: all build setup test generate bench demo fmt vet clean flake-hunt
+.PHONY: all build setup test lint generate bench demo fmt vet clean flake-hunt
 
 all: build
 
@@ -26,7 +30,7 @@ setup:
 
 # Every suite, after the set-up; a suite that could not run is named in the
 # final summary, after the test output, whatever the result.
-test: setup build
+test: setup build lint
 	$(GO) vet ./...
 	@rc=0; $(GO) test $(TEST_FLAGS) ./... || rc=$$?; \
 	if [ -s $(SETUP_MISSING) ]; then \
@@ -35,6 +39,11 @@ test: setup build
 		echo "==="; \
 	fi; \
 	exit $$rc
+
+# errcheck, staticcheck, unused, revive, the size and complexity limits and
+# the rule that keeps mocks/ out of production packages (.golangci.yml).
+lint:
+	$(GOLANGCI_LINT) run ./...
 
 generate:
 	# CRD types → deepcopy (agent/apis) and CRD manifests (deploy/crds).

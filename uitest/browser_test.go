@@ -364,6 +364,7 @@ func TestBrowser(t *testing.T) {
 		u := u.with(t)
 		_, err := consumer.Evaluate(`() => document.querySelectorAll('input[name="_csrf"]').forEach(i => i.remove())`)
 		u.ok(err, "strip csrf fields")
+		//nolint:staticcheck // SA1019: the test asserts the status of the navigation the click starts; WaitForURL does not return it.
 		resp, err := consumer.ExpectNavigation(func() error {
 			return consumer.Locator("[data-testid=apply-policy]").Click()
 		})

@@ -159,7 +159,7 @@ func StartFake(ctx context.Context, dir string, step time.Duration) (*Fake, erro
 	f := &Fake{Fed: webfake.New(nil), cancel: cancel, errs: make(chan error, 16)}
 	f.Providers = map[string]Console{}
 	f.CheapestProvider = "paris"
-	fail := func(err error) (*Fake, error) { f.Stop(); return nil, err }
+	fail := func(err error) (*Fake, error) { _ = f.Stop(); return nil, err }
 
 	f.wg.Add(1)
 	go func() { defer f.wg.Done(); f.Fed.Run(ctx, step) }()

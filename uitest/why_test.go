@@ -40,8 +40,8 @@ type whyShown struct {
 }
 
 // whyProblem compares an explanation table with the broker's explanation
-// (at most max candidates shown).
-func whyProblem(u *ui, p playwright.Page, where string, ex api.PlacementExplanation, max int) string {
+// (at most shown candidates).
+func whyProblem(u *ui, p playwright.Page, where string, ex api.PlacementExplanation, shown int) string {
 	for _, te := range ex.ChunkTypes {
 		raw, err := p.Evaluate(readWhy, []string{"why-" + ex.ConsumerClusterID + "-" + string(te.ChunkType), "why-summary-" + ex.ConsumerClusterID + "-" + string(te.ChunkType)})
 		u.ok(err, "read the explanation on "+where)
@@ -49,7 +49,7 @@ func whyProblem(u *ui, p playwright.Page, where string, ex api.PlacementExplanat
 		u.ok(json.Unmarshal([]byte(raw.(string)), &got), "decode the explanation")
 		var want []string
 		for i, c := range te.Candidates {
-			if i == max {
+			if i == shown {
 				break
 			}
 			want = append(want, c.ProviderClusterID+"|"+string(c.Outcome))

@@ -219,7 +219,8 @@ type ConsumerBackend interface {
 	// SetPolicy changes the placement policy (sent with the next heartbeat,
 	// which the agent sends at once).
 	SetPolicy(ctx context.Context, p api.Placement) error
-	// CreateReservation creates a manual ResourceRequest and returns its id.
+	// CreateReservation creates a manual reservation (through the local API,
+	// as the adapter does) and returns its id.
 	CreateReservation(ctx context.Context, spec ReservationSpec) (string, error)
 	// ReleaseReservation releases a reservation the consumer holds.
 	ReleaseReservation(ctx context.Context, id string) error

@@ -59,13 +59,11 @@ func BenchmarkHubBroadcast(b *testing.B) {
 	defer cancel()
 	h := live.NewHub(nil, 1024)
 	go h.Run(ctx)
-	var clients []*live.Client
 	for range 100 {
 		c, err := h.Register(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		clients = append(clients, c)
 		go drain(c)
 	}
 	msg := bytes.Repeat([]byte("x"), 32<<10)

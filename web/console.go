@@ -112,7 +112,7 @@ func Serve(ctx context.Context, app *fiber.App, ln net.Listener) error {
 	// (a stop right after a start); closing the listener ends Serve in
 	// every case.
 	_ = ln.Close()
-	<-errc // after the close, Serve's own error only says the listener closed
+	<-errc //nolint:errcheck // after the close, Serve's own error only says the listener closed
 	if err != nil {
 		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)
 	}

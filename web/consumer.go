@@ -74,9 +74,6 @@ func (cc *ConsumerConsole) App() *fiber.App {
 // Run pushes status changes to connected browsers until ctx is done.
 func (cc *ConsumerConsole) Run(ctx context.Context) error { return cc.site.run(ctx) }
 
-// DropClients disconnects every browser; they reconnect by themselves.
-func (cc *ConsumerConsole) DropClients(ctx context.Context) { cc.site.hub.DropAll(ctx) }
-
 var consumerFlash = map[string]string{
 	"policy":   "Policy applied; the broker sees it with the next heartbeat, sent now.",
 	"workload": "Workload updated.",

@@ -158,22 +158,6 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 	return d, nil
 }
 
-// MountDashboard builds the dashboard, mounts it on app and runs it until
-// ctx is done. It suits server/ops mount hooks.
-func MountDashboard(ctx context.Context, app *fiber.App, src OverviewSource, opts DashboardOptions) (*Dashboard, error) {
-	d, err := NewDashboard(src, opts)
-	if err != nil {
-		return nil, err
-	}
-	d.Mount(app)
-	go func() {
-		if err := d.Run(ctx); err != nil {
-			d.site.log.Error("dashboard stopped", "err", err)
-		}
-	}()
-	return d, nil
-}
-
 // Mount registers the dashboard's routes on app.
 func (d *Dashboard) Mount(app *fiber.App) {
 	protect := d.site.mountCommon(app)
@@ -226,9 +210,6 @@ func (d *Dashboard) sample(ctx context.Context) {
 
 // DropClients disconnects every browser; they reconnect by themselves.
 func (d *Dashboard) DropClients(ctx context.Context) { d.site.hub.DropAll(ctx) }
-
-// Clients is the number of connected browsers.
-func (d *Dashboard) Clients() int { return d.site.hub.Clients() }
 
 func (d *Dashboard) get(c *fiber.Ctx) error {
 	vm, err := d.model(c.UserContext())

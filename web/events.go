@@ -37,8 +37,8 @@ type eventLog struct {
 	events map[string]event
 }
 
-func newEventLog(max int) *eventLog {
-	return &eventLog{max: max, events: map[string]event{}}
+func newEventLog(limit int) *eventLog {
+	return &eventLog{max: limit, events: map[string]event{}}
 }
 
 // overviewEvents returns the finished things of an overview.

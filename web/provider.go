@@ -60,9 +60,6 @@ func (p *ProviderConsole) App() *fiber.App {
 // Run pushes status changes to connected browsers until ctx is done.
 func (p *ProviderConsole) Run(ctx context.Context) error { return p.site.run(ctx) }
 
-// DropClients disconnects every browser; they reconnect by themselves.
-func (p *ProviderConsole) DropClients(ctx context.Context) { p.site.hub.DropAll(ctx) }
-
 var providerFlash = map[string]string{
 	"sharing":  "Applied. The new configuration was advertised to the broker.",
 	"location": "Location set and advertised to the broker.",

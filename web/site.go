@@ -328,53 +328,14 @@ func (s *site) run(ctx context.Context) error {
 	changes := s.subscribe(ctx)
 	tick := s.clock.NewTicker(s.refresh)
 	defer tick.Stop()
-	var (
-		dirty bool
-		gap   = s.coalesce     // shortest time until the next publication
-		last  time.Time        // of the last publication
-		timer clock.Timer      // armed while a publication is due
-		due   <-chan time.Time // timer's channel; nil when none is armed
-	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	p := &publisher{s: s, gap: s.coalesce}
+	defer p.stop()
 	// The publisher's goroutine keeps its OS thread, so that a render's
 	// cost is the thread's CPU time: waiting for a core on a loaded machine
 	// does not count (wall-clock time where the thread's CPU time cannot be
 	// read).
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	flush := func() {
-		dirty = false
-		last = s.clock.Now()
-		cpu0, cpuOK := threadCPU()
-		wall0 := time.Now()
-		s.publish(ctx)
-		cost := time.Since(wall0)
-		if cpu1, ok := threadCPU(); ok && cpuOK {
-			cost = cpu1 - cpu0
-		}
-		// At most one refresh period apart: ages on the page stay as
-		// current as Refresh promises even when a render is expensive.
-		gap = min(max(s.coalesce, time.Duration(float64(cost)/s.renderShare)), max(s.coalesce, s.refresh))
-	}
-	// schedule publishes now when the last publication is at least one
-	// period old, or arms the timer for the end of the period.
-	schedule := func() {
-		dirty = true
-		if due != nil || s.hub.Clients() == 0 {
-			return
-		}
-		wait := gap - s.clock.Since(last)
-		if wait <= 0 {
-			flush()
-			return
-		}
-		timer = s.clock.NewTimer(wait)
-		due = timer.C()
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -386,19 +347,69 @@ func (s *site) run(ctx context.Context) error {
 				}
 				return errors.New("web: the backend closed its change subscription")
 			}
-			schedule()
+			p.schedule(ctx)
 		case <-s.hub.Wanted():
-			schedule()
+			p.schedule(ctx)
 		case <-tick.C():
 			if s.hub.Clients() > 0 {
-				schedule()
+				p.schedule(ctx)
 			}
-		case <-due:
-			due, timer = nil, nil
-			if dirty && s.hub.Clients() > 0 {
-				flush()
+		case <-p.due:
+			p.due, p.timer = nil, nil
+			if p.dirty && s.hub.Clients() > 0 {
+				p.flush(ctx)
 			}
 		}
+	}
+}
+
+// publisher is run's coalescing state; only run's goroutine touches it.
+type publisher struct {
+	s     *site
+	dirty bool
+	gap   time.Duration    // shortest time until the next publication
+	last  time.Time        // of the last publication
+	timer clock.Timer      // armed while a publication is due
+	due   <-chan time.Time // timer's channel; nil when none is armed
+}
+
+// flush publishes now and sets the next gap from the render's cost.
+func (p *publisher) flush(ctx context.Context) {
+	s := p.s
+	p.dirty = false
+	p.last = s.clock.Now()
+	cpu0, cpuOK := threadCPU()
+	wall0 := time.Now()
+	s.publish(ctx)
+	cost := time.Since(wall0)
+	if cpu1, ok := threadCPU(); ok && cpuOK {
+		cost = cpu1 - cpu0
+	}
+	// At most one refresh period apart: ages on the page stay as
+	// current as Refresh promises even when a render is expensive.
+	p.gap = min(max(s.coalesce, time.Duration(float64(cost)/s.renderShare)), max(s.coalesce, s.refresh))
+}
+
+// schedule publishes now when the last publication is at least one period
+// old, or arms the timer for the end of the period.
+func (p *publisher) schedule(ctx context.Context) {
+	s := p.s
+	p.dirty = true
+	if p.due != nil || s.hub.Clients() == 0 {
+		return
+	}
+	wait := p.gap - s.clock.Since(p.last)
+	if wait <= 0 {
+		p.flush(ctx)
+		return
+	}
+	p.timer = s.clock.NewTimer(wait)
+	p.due = p.timer.C()
+}
+
+func (p *publisher) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
 	}
 }
 

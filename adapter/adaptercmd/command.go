@@ -159,7 +159,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger, ready func(net.Addr))
 	case <-timer.C:
 		gs.Stop() // calls still running after the grace period are cut
 	}
-	<-errc
+	if err := <-errc; err != nil {
+		log.Warn("gRPC serving ended with an error", "err", err)
+	}
 	log.Info("Adapter stopped")
 	return nil
 }

@@ -30,7 +30,7 @@ func benchIncrease(b *testing.B, defaultRateLimit bool) {
 	kube, ccl := fakeConsumerCluster(b)
 	cl := s.startConsumer(kube, ccl)
 	const id = "ng-p1-standard"
-	room := func(min int32) {
+	room := func(atLeast int32) {
 		b.Helper()
 		deadline := time.Now().Add(30 * time.Second)
 		for {
@@ -43,13 +43,13 @@ func benchIncrease(b *testing.B, defaultRateLimit bool) {
 			cancel()
 			if err == nil {
 				for _, g := range r.GetNodeGroups() {
-					if g.GetId() == id && t.GetTargetSize() == 0 && g.GetMaxSize() >= min {
+					if g.GetId() == id && t.GetTargetSize() == 0 && g.GetMaxSize() >= atLeast {
 						return
 					}
 				}
 			}
 			if time.Now().After(deadline) {
-				b.Fatalf("group %s never had %d free chunks and no instances (last err %v)", id, min, err)
+				b.Fatalf("group %s never had %d free chunks and no instances (last err %v)", id, atLeast, err)
 			}
 			time.Sleep(20 * time.Millisecond) // polling the broker's view, not waiting for luck
 		}

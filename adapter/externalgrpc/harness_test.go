@@ -29,13 +29,13 @@ const (
 	g2 = "ng-p2-gpu"
 )
 
-func stdGroup(provider string, max, reserved int32) api.NodeGroupView {
+func stdGroup(provider string, maxSize, reserved int32) api.NodeGroupView {
 	return api.NodeGroupView{
 		ID:                    api.NodeGroupID(provider, api.ChunkStandard),
 		ProviderClusterID:     provider,
 		ProviderLiqoClusterID: "liqo-" + provider,
 		Type:                  api.ChunkStandard,
-		MaxSize:               max,
+		MaxSize:               maxSize,
 		CurrentReserved:       reserved,
 		ChunkResources: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("2"),
@@ -46,13 +46,13 @@ func stdGroup(provider string, max, reserved int32) api.NodeGroupView {
 	}
 }
 
-func gpuGroup(provider string, max int32) api.NodeGroupView {
+func gpuGroup(provider string, maxSize int32) api.NodeGroupView {
 	return api.NodeGroupView{
 		ID:                    api.NodeGroupID(provider, api.ChunkGPU),
 		ProviderClusterID:     provider,
 		ProviderLiqoClusterID: "liqo-" + provider,
 		Type:                  api.ChunkGPU,
-		MaxSize:               max,
+		MaxSize:               maxSize,
 		ChunkResources: corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("4"),
 			corev1.ResourceMemory: resource.MustParse("8Gi"),

@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -138,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 		s.ttl = 2 * time.Second
 	}
 	if s.newID == nil {
-		s.newID = func() string { return ReservationPrefix + uuid.NewString() }
+		s.newID = api.NewReservationID
 	}
 	if s.parallel <= 0 {
 		s.parallel = 16

@@ -13,28 +13,12 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
-// ReservationPrefix marks the reservations the adapter creates for the
-// Cluster Autoscaler. Virtual nodes of other reservations (manual
-// ResourceRequests use mr-…) are not managed by CA: NodeGroupForNode
-// answers "not ours" for them and they never count in a target size.
-const ReservationPrefix = "res-"
-
-// ProviderID is the providerID the consumer agent gives the virtual node of
-// reservation reservationID on provider providerClusterID. It is the
-// instance id reported to CA for reservations whose node does not exist yet.
-func ProviderID(providerClusterID, reservationID string) string {
-	return "liqo://" + providerClusterID + "/" + reservationID
-}
-
-// parseProviderID splits a liqo://<provider>/<reservation> providerID.
-func parseProviderID(id string) (provider, reservation string, ok bool) {
-	rest, found := strings.CutPrefix(id, "liqo://")
-	if !found {
-		return "", "", false
-	}
-	provider, reservation, ok = strings.Cut(rest, "/")
-	return provider, reservation, ok && provider != "" && reservation != ""
-}
+// The adapter manages the reservations whose id starts with
+// api.ReservationIDPrefix (it creates them for the Cluster Autoscaler).
+// Virtual nodes of other reservations (the consoles' manual-…) are not
+// managed by CA: NodeGroupForNode answers "not ours" for them and they never
+// count in a target size. An instance's id is its virtual node's
+// api.ProviderID, also for reservations whose node does not exist yet.
 
 // instanceState is what CA is told about one instance.
 type instanceState int
@@ -218,6 +202,17 @@ func (s *Server) invalidateLocked() {
 // adapter's bookkeeping, and forgets bookkeeping the snapshot made
 // redundant. seq is the mutation counter when the fetch started.
 func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time) *state {
+	st := newState(fetchedAt, raw.view)
+	seen := s.addVirtualNodesLocked(st, raw.nodes)
+	s.addPendingLocked(st)
+	s.addReleasedLocked(st, seen, seq)
+	s.keepGoneGroupsLocked(st)
+	st.sizeGroups(seq)
+	return st
+}
+
+// newState is a state holding the groups of the agent's view.
+func newState(fetchedAt time.Time, view *api.NodeGroupListResponse) *state {
 	st := &state{
 		fetchedAt:       fetchedAt,
 		byID:            map[string]*group{},
@@ -225,59 +220,69 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		byName:          map[string]*instance{},
 		byReservationID: map[string]*instance{},
 	}
-	for i := range raw.view.NodeGroups {
-		v := &raw.view.NodeGroups[i]
+	for i := range view.NodeGroups {
+		v := &view.NodeGroups[i]
 		if v.ID == "" {
 			continue
 		}
 		st.byID[v.ID] = &group{id: v.ID, provider: v.ProviderClusterID, liqoID: v.ProviderLiqoClusterID, typ: v.Type, view: v}
 	}
-	// groupFor finds or synthesizes the group of a reservation.
-	groupFor := func(id, provider, liqoID string, t api.ChunkType) *group {
-		if id == "" && provider != "" && t != "" {
-			id = api.NodeGroupID(provider, t)
-		}
-		if id == "" {
-			return nil
-		}
-		if g, ok := st.byID[id]; ok {
-			return g
-		}
-		if p, pt, ok := api.ParseNodeGroupID(id); ok {
-			if provider == "" {
-				provider = p
-			}
-			if t == "" {
-				t = pt
-			}
-		}
-		if provider == "" {
-			return nil
-		}
-		g := &group{id: id, provider: provider, liqoID: liqoID, typ: t}
-		st.byID[id] = g
+	return st
+}
+
+// groupFor finds or synthesizes the group of a reservation: by id, or by
+// provider and chunk type when the id is empty. It is nil when neither
+// names a provider.
+func (st *state) groupFor(id, provider, liqoID string, t api.ChunkType) *group {
+	if id == "" && provider != "" && t != "" {
+		id = api.NodeGroupID(provider, t)
+	}
+	if id == "" {
+		return nil
+	}
+	if g, ok := st.byID[id]; ok {
 		return g
 	}
-	add := func(in *instance) {
-		in.group.instances = append(in.group.instances, in)
-		st.byReservationID[in.reservationID] = in
-		st.byProviderID[in.providerID] = in
-		for _, n := range in.names {
-			if n != "" {
-				st.byName[n] = in
-			}
+	if p, pt, ok := api.ParseNodeGroupID(id); ok {
+		if provider == "" {
+			provider = p
+		}
+		if t == "" {
+			t = pt
 		}
 	}
+	if provider == "" {
+		return nil
+	}
+	g := &group{id: id, provider: provider, liqoID: liqoID, typ: t}
+	st.byID[id] = g
+	return g
+}
 
-	seen := make(map[string]bool, len(raw.nodes))
-	for i := range raw.nodes {
-		vn := &raw.nodes[i]
-		if !strings.HasPrefix(vn.ReservationID, ReservationPrefix) {
+// add puts in into its group and the indexes.
+func (st *state) add(in *instance) {
+	in.group.instances = append(in.group.instances, in)
+	st.byReservationID[in.reservationID] = in
+	st.byProviderID[in.providerID] = in
+	for _, n := range in.names {
+		if n != "" {
+			st.byName[n] = in
+		}
+	}
+}
+
+// addVirtualNodesLocked adds the adapter's reservations that have a
+// VirtualNodeState (they are no longer pending) and returns their ids.
+func (s *Server) addVirtualNodesLocked(st *state, nodes []localapi.VirtualNode) map[string]bool {
+	seen := make(map[string]bool, len(nodes))
+	for i := range nodes {
+		vn := &nodes[i]
+		if !strings.HasPrefix(vn.ReservationID, api.ReservationIDPrefix) {
 			continue
 		}
 		seen[vn.ReservationID] = true
 		delete(s.pending, vn.ReservationID) // it has a VirtualNodeState now
-		g := groupFor(vn.NodeGroupID, vn.ProviderClusterID, vn.ProviderLiqoClusterID, "")
+		g := st.groupFor(vn.NodeGroupID, vn.ProviderClusterID, vn.ProviderLiqoClusterID, "")
 		if g == nil {
 			s.log.Warn("Virtual node without a node group, not reported to the Cluster Autoscaler",
 				"reservation", vn.ReservationID, "name", vn.Name)
@@ -286,47 +291,70 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		if g.liqoID == "" {
 			g.liqoID = vn.ProviderLiqoClusterID
 		}
-		in := &instance{
-			reservationID: vn.ReservationID,
-			providerID:    vn.ProviderID,
-			names:         []string{vn.Name, vn.VirtualNodeName},
-			group:         g,
-			peered:        true,
-			message:       vn.Message,
-			allocatable:   vn.Allocatable,
-		}
-		if in.providerID == "" {
-			in.providerID = ProviderID(g.provider, vn.ReservationID)
-		}
-		if vn.LastTransitionTime != nil {
-			in.since = vn.LastTransitionTime.Time
-		}
-		switch vn.Phase {
-		case localapi.PhaseRunning:
-			in.state = stateRunning
-		case localapi.PhaseDeleting:
-			in.state = stateDeleting
-		case localapi.PhaseFailed:
-			in.state = stateFailed
-		default:
-			in.state = stateCreating
-		}
+		in := virtualNodeInstance(vn, g)
 		if _, ok := s.released[vn.ReservationID]; ok {
 			in.state = stateDeleting
 		}
-		add(in)
+		st.add(in)
 	}
+	return seen
+}
+
+// virtualNodeInstance is the instance of virtual node vn in group g.
+func virtualNodeInstance(vn *localapi.VirtualNode, g *group) *instance {
+	in := &instance{
+		reservationID: vn.ReservationID,
+		providerID:    vn.ProviderID,
+		names:         []string{vn.Name, vn.VirtualNodeName},
+		group:         g,
+		peered:        true,
+		message:       vn.Message,
+		allocatable:   vn.Allocatable,
+		state:         phaseState(vn.Phase),
+	}
+	if in.providerID == "" {
+		in.providerID = api.ProviderID(g.provider, vn.ReservationID)
+	}
+	if vn.LastTransitionTime != nil {
+		in.since = vn.LastTransitionTime.Time
+	}
+	return in
+}
+
+// phaseState is the instance state of a virtual node's phase.
+func phaseState(p localapi.Phase) instanceState {
+	switch p {
+	case localapi.PhaseRunning:
+		return stateRunning
+	case localapi.PhaseDeleting:
+		return stateDeleting
+	case localapi.PhaseFailed:
+		return stateFailed
+	default:
+		return stateCreating
+	}
+}
+
+// addPendingLocked adds the reservations the adapter created that have no
+// VirtualNodeState yet, as Creating.
+func (s *Server) addPendingLocked(st *state) {
 	for id, p := range s.pending {
-		g := groupFor(p.groupID, p.provider, p.liqoID, p.typ)
-		add(&instance{
+		g := st.groupFor(p.groupID, p.provider, p.liqoID, p.typ)
+		st.add(&instance{
 			reservationID: id,
-			providerID:    ProviderID(g.provider, id),
+			providerID:    api.ProviderID(g.provider, id),
 			group:         g,
 			state:         stateCreating,
 			since:         p.createdAt,
 			pendingSeq:    p.seq,
 		})
 	}
+}
+
+// addReleasedLocked adds the reservations released after the fetch started
+// (seq) whose virtual node is not listed, as Deleting, and forgets old
+// tombstones.
+func (s *Server) addReleasedLocked(st *state, seen map[string]bool, seq uint64) {
 	for id, r := range s.released {
 		if seen[id] {
 			continue
@@ -344,22 +372,24 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 			}
 			continue
 		}
-		g := groupFor(r.groupID, r.provider, "", r.typ)
-		add(&instance{
+		g := st.groupFor(r.groupID, r.provider, "", r.typ)
+		st.add(&instance{
 			reservationID: id,
-			providerID:    ProviderID(g.provider, id),
+			providerID:    api.ProviderID(g.provider, id),
 			group:         g,
 			state:         stateDeleting,
 			since:         r.at,
 		})
 	}
+}
 
-	// Groups listed recently but gone now keep answering by id (empty, not
-	// growable) for a while: CA caches NodeGroups for its whole loop and
-	// a NotFound on a group it just listed would abort that loop.
+// keepGoneGroupsLocked remembers the listed groups; groups listed recently
+// but gone now keep answering by id (empty, not growable) for goneGroupTTL:
+// CA caches NodeGroups for its whole loop and a NotFound on a group it just
+// listed would abort that loop.
+func (s *Server) keepGoneGroupsLocked(st *state) {
 	now := s.clock.Now()
-	for id := range st.byID {
-		g := st.byID[id]
+	for id, g := range st.byID {
 		s.known[id] = knownGroup{provider: g.provider, liqoID: g.liqoID, typ: g.typ, lastSeen: now}
 	}
 	for id, k := range s.known {
@@ -372,7 +402,11 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		}
 		st.byID[id] = &group{id: id, provider: k.provider, liqoID: k.liqoID, typ: k.typ, gone: true}
 	}
+}
 
+// sizeGroups computes every group's target and max size and lists the
+// groups that are not gone, by id.
+func (st *state) sizeGroups(seq uint64) {
 	for _, g := range st.byID {
 		markDeadPending(g, seq)
 		sort.Slice(g.instances, func(i, j int) bool { return g.instances[i].providerID < g.instances[j].providerID })
@@ -394,7 +428,6 @@ func (s *Server) deriveLocked(raw *rawSnapshot, seq uint64, fetchedAt time.Time)
 		}
 	}
 	sort.Slice(st.groups, func(i, j int) bool { return st.groups[i].id < st.groups[j].id })
-	return st
 }
 
 // resolve finds the instance a CA node stands for: by providerID first
@@ -405,7 +438,7 @@ func (st *state) resolve(providerID, name string) *instance {
 		if in, ok := st.byProviderID[providerID]; ok {
 			return in
 		}
-		if _, res, ok := parseProviderID(providerID); ok {
+		if _, res, ok := api.ParseProviderID(providerID); ok {
 			if in, ok := st.byReservationID[res]; ok {
 				return in
 			}

@@ -110,7 +110,7 @@ func (g *group) templateNode() *corev1.Node {
 		TypeMeta:   metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: corev1.NodeSpec{
-			ProviderID: ProviderID(g.provider, "template-"+string(g.typ)),
+			ProviderID: api.ProviderID(g.provider, "template-"+string(g.typ)),
 			Taints:     taints,
 		},
 		Status: corev1.NodeStatus{

@@ -286,8 +286,8 @@ func TestWireNodeGroupsAndInstances(t *testing.T) {
 	if len(only(g, 2)) != 0 {
 		t.Fatal("minSize 0 must be omitted (proto3 scalar)")
 	}
-	if max := one(t, g, 3, protowire.VarintType).u; max != 4 {
-		t.Fatalf("maxSize = %d", max)
+	if maxSize := one(t, g, 3, protowire.VarintType).u; maxSize != 4 {
+		t.Fatalf("maxSize = %d", maxSize)
 	}
 
 	insts := only(parse(t, h.invokeRaw(t, protos.CloudProvider_NodeGroupNodes_FullMethodName, enc(nil).str(1, g1))), 1)

@@ -442,10 +442,7 @@ func (c *Consumer) SetPolicy(ctx context.Context, p api.Placement) error {
 	if fe := p.Check("placement"); fe != nil {
 		return web.Classify(web.ErrInvalid, fe)
 	}
-	spec := fav1alpha1.Placement{Type: fav1alpha1.PlacementStrategy(p.Type)}
-	if p.Weights != nil {
-		spec.Weights = &fav1alpha1.PlacementWeights{Price: p.Weights.Price, Carbon: p.Weights.Carbon, Distance: p.Weights.Distance, FreeCapacity: p.Weights.FreeCapacity}
-	}
+	spec := fav1alpha1.PlacementFromAPI(p)
 	return c.updatePolicy(ctx, func(s *fav1alpha1.ConsumerPolicySpec) { s.Placement = spec })
 }
 
@@ -489,7 +486,8 @@ func UpdatePolicy(ctx context.Context, cl client.Client, namespace string, chang
 	if err := cl.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return fmt.Errorf("listing ConsumerPolicies in %s: %w", namespace, err)
 	}
-	if len(list.Items) == 0 {
+	cp := fav1alpha1.ActivePolicy(list.Items)
+	if cp == nil {
 		cp := &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: PolicyName, Namespace: namespace}}
 		change(&cp.Spec)
 		if err := cl.Create(ctx, cp); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -499,10 +497,8 @@ func UpdatePolicy(ctx context.Context, cl client.Client, namespace string, chang
 		}
 		return UpdatePolicy(ctx, cl, namespace, change)
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	cp := list.Items[0]
 	change(&cp.Spec)
-	if err := cl.Update(ctx, &cp); err != nil {
+	if err := cl.Update(ctx, cp); err != nil {
 		return fmt.Errorf("updating ConsumerPolicy %s/%s: %w", namespace, cp.Name, err)
 	}
 	return nil

@@ -387,7 +387,7 @@ func TestReserveRefusalInPlainWords(t *testing.T) {
 		if !errors.Is(err, tc.err) {
 			t.Errorf("%v: the original error left the chain", tc.err)
 		}
-		if c.manual != nil && len(c.manual) != 0 {
+		if len(c.manual) != 0 {
 			t.Errorf("%v: the refused reservation is still tracked", tc.err)
 		}
 	}

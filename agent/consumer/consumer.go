@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"sync"
@@ -365,27 +366,21 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 }
 
 func equalHeartbeat(a, b api.HeartbeatRequest) bool {
-	eqf := func(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
-	eqp := func(x, y *api.Placement) bool {
-		if x == nil || y == nil {
-			return x == y
-		}
-		if x.Type != y.Type || (x.Weights == nil) != (y.Weights == nil) {
-			return false
-		}
-		return x.Weights == nil || *x.Weights == *y.Weights
+	return a.ClusterID == b.ClusterID && a.LiqoClusterID == b.LiqoClusterID && equalPlacement(a.Placement, b.Placement) &&
+		a.Region == b.Region && a.City == b.City && equalFloat(a.Latitude, b.Latitude) && equalFloat(a.Longitude, b.Longitude) &&
+		a.ChosenProvider == b.ChosenProvider && slices.Equal(a.Reservations, b.Reservations) && maps.Equal(a.MeasuredLatencies, b.MeasuredLatencies)
+}
+
+func equalFloat(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
+
+func equalPlacement(x, y *api.Placement) bool {
+	if x == nil || y == nil {
+		return x == y
 	}
-	if a.ClusterID != b.ClusterID || a.LiqoClusterID != b.LiqoClusterID || !eqp(a.Placement, b.Placement) ||
-		a.Region != b.Region || a.City != b.City || !eqf(a.Latitude, b.Latitude) || !eqf(a.Longitude, b.Longitude) ||
-		a.ChosenProvider != b.ChosenProvider || !slices.Equal(a.Reservations, b.Reservations) || len(a.MeasuredLatencies) != len(b.MeasuredLatencies) {
+	if x.Type != y.Type || (x.Weights == nil) != (y.Weights == nil) {
 		return false
 	}
-	for k, v := range a.MeasuredLatencies {
-		if w, ok := b.MeasuredLatencies[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
+	return x.Weights == nil || *x.Weights == *y.Weights
 }
 
 func (a *Agent) count(outcome string) {
@@ -457,11 +452,11 @@ func (a *Agent) policySpec(ctx context.Context) (*fav1alpha1.ConsumerPolicySpec,
 	if err := a.cfg.Client.List(ctx, &list, client.InNamespace(a.cfg.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing ConsumerPolicies in %s: %w", a.cfg.Namespace, err)
 	}
-	if len(list.Items) == 0 {
+	cp := fav1alpha1.ActivePolicy(list.Items)
+	if cp == nil {
 		return nil, nil
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	return &list.Items[0].Spec, nil
+	return &cp.Spec, nil
 }
 
 // placementOf is the heartbeat's placement of a ConsumerPolicy spec (nil:
@@ -470,15 +465,7 @@ func placementOf(spec *fav1alpha1.ConsumerPolicySpec) *api.Placement {
 	if spec == nil {
 		return nil
 	}
-	sp := spec.Placement
-	if sp.Type == "" && sp.Weights == nil {
-		return nil
-	}
-	p := &api.Placement{Type: api.PlacementType(sp.Type)}
-	if w := sp.Weights; w != nil {
-		p.Weights = &api.Weights{Price: w.Price, Carbon: w.Carbon, Distance: w.Distance, FreeCapacity: w.FreeCapacity}
-	}
-	return p
+	return spec.Placement.API()
 }
 
 // notePolicy records whether the ConsumerPolicy is sent: a refused policy

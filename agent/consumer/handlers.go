@@ -27,12 +27,6 @@ func secretName(res string) string { return "kubeconfig-" + res }
 // kubeconfigKey is the data key of the kubeconfig Secrets.
 const kubeconfigKey = "kubeconfig"
 
-// ProviderID is the providerID given to the virtual node of a reservation;
-// the Cluster Autoscaler matches instances by it.
-func ProviderID(providerClusterID, reservationID string) string {
-	return "liqo://" + providerClusterID + "/" + reservationID
-}
-
 func checkReservationID(id string) error {
 	if id == "" {
 		return api.Errorf(api.CodeInvalidRequest, "instruction carries no reservationId")
@@ -110,7 +104,7 @@ func (a *Agent) handlePeer(ctx context.Context, in api.InstructionView) (*api.In
 		}
 		return nil, err
 	}
-	if err := a.ensureProviderID(ctx, node, ProviderID(prov, res)); err != nil {
+	if err := a.ensureProviderID(ctx, node, api.ProviderID(prov, res)); err != nil {
 		return nil, err
 	}
 	a.proj.kick()

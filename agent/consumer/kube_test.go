@@ -28,12 +28,11 @@ import (
 // scriptedBroker delivers the instructions a test queues, records results
 // and answers reservation reads from a map.
 type scriptedBroker struct {
-	mu       sync.Mutex
-	pending  map[string]api.InstructionView
-	results  map[string]api.InstructionResultRequest
-	live     map[string]api.Phase
-	wake     chan struct{}
-	peerRuns int
+	mu      sync.Mutex
+	pending map[string]api.InstructionView
+	results map[string]api.InstructionResultRequest
+	live    map[string]api.Phase
+	wake    chan struct{}
 }
 
 func newScriptedBroker() *scriptedBroker {
@@ -167,7 +166,7 @@ func TestPeerUnpeerResyncOnRealAPIServer(t *testing.T) {
 		if err := <-runDone; err != nil {
 			t.Error(err)
 		}
-		<-simDone
+		t.Logf("simulated Liqo stopped: %v", <-simDone)
 	}()
 
 	chunk := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}

@@ -146,20 +146,22 @@ func decodeLocalReservation(body io.Reader, header string, newID func() string) 
 		return "", req, api.Errorf(api.CodeInvalidRequest, "decode body: %v", err)
 	}
 	if err := req.Validate(); err != nil {
-		var e *api.Error
-		if !errors.As(err, &e) {
-			e = api.Errorf(api.CodeInvalidRequest, "%v", err)
-		}
-		return "", req, e
+		return "", req, asInvalid(err)
 	}
-	id := header
-	if id == "" {
-		id = "res-" + newID()
-	}
-	if fe := api.CheckReservationID(api.HeaderReservationID, id); fe != nil {
-		return "", req, fe.APIError()
+	id, err := api.ReservationIDOr(header, newID)
+	if err != nil {
+		return "", req, asInvalid(err)
 	}
 	return id, req, nil
+}
+
+// asInvalid is err as an *api.Error (400 InvalidRequest unless it is one).
+func asInvalid(err error) *api.Error {
+	var e *api.Error
+	if !errors.As(err, &e) {
+		e = api.Errorf(api.CodeInvalidRequest, "%v", err)
+	}
+	return e
 }
 
 // heartbeatOnce sends one heartbeat now (the local API's 412 recovery).

@@ -16,6 +16,7 @@ import (
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
 // projector keeps every VirtualNodeState's status in step with its virtual
@@ -166,7 +167,7 @@ func (p *projector) reconcile(ctx context.Context, v *fav1alpha1.VirtualNodeStat
 		want.Phase, want.Message = fav1alpha1.VirtualNodeDeleting, "releasing the chunk"
 	case node != nil:
 		if node.Spec.ProviderID == "" {
-			if err := p.a.ensureProviderID(ctx, node, ProviderID(v.Spec.ProviderClusterID, v.Spec.ReservationID)); err != nil {
+			if err := p.a.ensureProviderID(ctx, node, api.ProviderID(v.Spec.ProviderClusterID, v.Spec.ReservationID)); err != nil {
 				return err
 			}
 			return nil // the node update event brings us back

@@ -40,7 +40,7 @@ func TestEchoAndProbeOnLoopback(t *testing.T) {
 	}
 	// Cached: closing the responder does not change the answer within the TTL.
 	cancel()
-	<-done
+	t.Logf("responder stopped: %v", <-done)
 	done <- nil
 	if again := p.Measure(context.Background(), []string{live}); again[live] != got[live] {
 		t.Errorf("cached %v, first %v", again, got)

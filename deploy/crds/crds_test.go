@@ -26,7 +26,6 @@ func TestAllMatchesReferenceKinds(t *testing.T) {
 		status bool
 	}{
 		"consumerpolicies.autoscaling.federation-autoscaler.io":  {"cpolicy", false},
-		"resourcerequests.autoscaling.federation-autoscaler.io":  {"rr", true},
 		"virtualnodestates.autoscaling.federation-autoscaler.io": {"vns", true},
 	}
 	if len(defs) != len(want) {
@@ -84,7 +83,7 @@ func TestInstallCreatesUpdatesAndWaits(t *testing.T) {
 	}
 
 	// Create path: delete one, install, use it at once.
-	rr := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "resourcerequests.autoscaling.federation-autoscaler.io"}}
+	rr := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "consumerpolicies.autoscaling.federation-autoscaler.io"}}
 	if err := c.Delete(ctx, rr); err != nil {
 		t.Fatal(err)
 	}

@@ -187,14 +187,6 @@ func (c *cluster) checkApplied(t *testing.T, component, dryRun string) map[strin
 	return live
 }
 
-func versions(m map[string]*unstructured.Unstructured) map[string]string {
-	out := map[string]string{}
-	for k, o := range m {
-		out[k] = o.GetResourceVersion()
-	}
-	return out
-}
-
 // upTwice runs script with --dry-run, for real, and for real again: the
 // server holds exactly the dry run's objects, the second run changes
 // nothing and prints the same dry run.
@@ -213,7 +205,7 @@ func (c *cluster) upTwice(t *testing.T, dir, component, script string, args ...s
 	if none, _ := c.labeled(t, partOf+",app.kubernetes.io/component="+component); len(none) > 0 {
 		t.Fatalf("--dry-run created objects: %v", keys(none))
 	}
-	real := mustRun(t, dir, script, args...)
+	applied := mustRun(t, dir, script, args...)
 	live := c.checkApplied(t, component, dry.Stdout)
 	for k, o := range live {
 		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
@@ -253,7 +245,7 @@ func (c *cluster) upTwice(t *testing.T, dir, component, script string, args ...s
 			t.Errorf("running %s twice changed %s:\nbefore: %s\nafter: %s", script, k, xb, yb)
 		}
 	}
-	return live, real
+	return live, applied
 }
 
 // down runs a down script and checks nothing of component is left (objects

@@ -117,9 +117,6 @@ func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.config) }
 // Client returns a client-go clientset for the cluster.
 func (c *Cluster) Client() kubernetes.Interface { return c.client }
 
-// Name is the cluster's name.
-func (c *Cluster) Name() string { return c.opts.Name }
-
 // AddNode creates a Ready node.
 func (c *Cluster) AddNode(ctx context.Context, n NodeSpec) error {
 	cpu, err := resource.ParseQuantity(n.CPU)

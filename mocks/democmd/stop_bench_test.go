@@ -28,6 +28,7 @@ import (
 // -benchtime=50x for 50 starts and stops per variant).
 func BenchmarkCtrlC(b *testing.B) {
 	bin := filepath.Join(b.TempDir(), "federation-autoscaler")
+	//nolint:staticcheck // SA1019: under `go test` GOROOT is the toolchain that must build the binary too.
 	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
 	build.Dir = filepath.Join("..", "..")
 	if out, err := build.CombinedOutput(); err != nil {

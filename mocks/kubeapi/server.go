@@ -168,18 +168,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	path := strings.Trim(r.URL.Path, "/")
-	switch {
-	case path == "version":
+	switch path {
+	case "version":
 		writeJSON(w, http.StatusOK, map[string]string{"major": "1", "minor": "35", "gitVersion": "v1.35.4-sim", "platform": "linux/amd64"})
 		return
-	case path == "healthz" || path == "readyz" || path == "livez":
+	case "healthz", "readyz", "livez":
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, "ok")
 		return
-	case path == "api":
+	case "api":
 		writeJSON(w, http.StatusOK, metav1.APIVersions{TypeMeta: metav1.TypeMeta{Kind: "APIVersions"}, Versions: []string{"v1"}})
 		return
-	case path == "apis":
+	case "apis":
 		s.mu.RLock()
 		groups := s.reg.groups()
 		s.mu.RUnlock()

@@ -142,7 +142,7 @@ func TestTypedClientCRUDAndSelectors(t *testing.T) {
 	}
 	// Finalizers hold deletion until removed.
 	got.Finalizers = []string{"example.com/hold"}
-	got, err = cs.CoreV1().Pods("work").Update(ctx, got, metav1.UpdateOptions{})
+	_, err = cs.CoreV1().Pods("work").Update(ctx, got, metav1.UpdateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,29 +68,13 @@ func ParseQuantity(field, s string) (resource.Quantity, *FieldError) {
 func ScreenQuantities(doc []byte, keys ...string) *FieldError {
 	dec := json.NewDecoder(bytes.NewReader(doc))
 	dec.UseNumber()
-	type frame struct {
-		object   bool
-		screened bool   // its values are quantities
-		path     string // JSON path of the container
-		key      string // the current key (objects)
-		wantKey  bool
-	}
-	stack := []frame{}
-	field := func(f *frame) string {
-		if f.path == "" {
-			return f.key
-		}
-		return f.path + "[" + f.key + "]"
-	}
+	sc := screener{keys: keys}
 	for {
 		tok, err := dec.Token()
 		if err != nil {
 			return nil // io.EOF, or not JSON: the decoder refuses it
 		}
-		var top *frame
-		if n := len(stack); n > 0 {
-			top = &stack[n-1]
-		}
+		top := sc.top()
 		if top != nil && top.object && top.wantKey {
 			if k, ok := tok.(string); ok {
 				top.key, top.wantKey = k, false
@@ -99,41 +83,79 @@ func ScreenQuantities(doc []byte, keys ...string) *FieldError {
 		}
 		switch t := tok.(type) {
 		case json.Delim:
-			switch t {
-			case '{', '[':
-				f := frame{object: t == '{', wantKey: t == '{'}
-				switch {
-				case top == nil:
-					f.screened = slices.Contains(keys, "")
-				case top.object:
-					f.path = join(top.path, top.key)
-					f.screened = slices.Contains(keys, top.key)
-				default:
-					f.path = top.path
-				}
-				stack = append(stack, f)
+			if t == '{' || t == '[' {
+				sc.open(t == '{')
 				continue
-			default:
-				stack = stack[:len(stack)-1]
 			}
+			sc.stack = sc.stack[:len(sc.stack)-1]
 		case string:
-			if top != nil && top.object && top.screened {
-				// Trimmed as resource.Quantity's UnmarshalJSON trims it.
-				if _, fe := ParseQuantity(field(top), strings.TrimSpace(t)); fe != nil {
-					return fe
-				}
+			if fe := sc.check(t); fe != nil {
+				return fe
 			}
 		case json.Number:
-			if top != nil && top.object && top.screened {
-				if _, fe := ParseQuantity(field(top), t.String()); fe != nil {
-					return fe
-				}
+			if fe := sc.check(t.String()); fe != nil {
+				return fe
 			}
 		}
-		if n := len(stack); n > 0 && stack[n-1].object {
-			stack[n-1].wantKey = true
+		if top := sc.top(); top != nil && top.object {
+			top.wantKey = true
 		}
 	}
+}
+
+// screener is ScreenQuantities' walk: the containers open at the current
+// token.
+type screener struct {
+	keys  []string
+	stack []screenFrame
+}
+
+// screenFrame is one open JSON object or array.
+type screenFrame struct {
+	object   bool
+	screened bool   // its values are quantities
+	path     string // JSON path of the container
+	key      string // the current key (objects)
+	wantKey  bool
+}
+
+func (sc *screener) top() *screenFrame {
+	if n := len(sc.stack); n > 0 {
+		return &sc.stack[n-1]
+	}
+	return nil
+}
+
+// open enters an object (or array): it is screened when it is the value of
+// one of the keys ("" for the top level).
+func (sc *screener) open(object bool) {
+	f := screenFrame{object: object, wantKey: object}
+	switch top := sc.top(); {
+	case top == nil:
+		f.screened = slices.Contains(sc.keys, "")
+	case top.object:
+		f.path = join(top.path, top.key)
+		f.screened = slices.Contains(sc.keys, top.key)
+	default:
+		f.path = top.path
+	}
+	sc.stack = append(sc.stack, f)
+}
+
+// check checks a scalar value when its object is screened.
+func (sc *screener) check(v string) *FieldError {
+	top := sc.top()
+	if top == nil || !top.object || !top.screened {
+		return nil
+	}
+	field := top.key
+	if top.path != "" {
+		field = top.path + "[" + top.key + "]"
+	}
+	// Trimmed as resource.Quantity's UnmarshalJSON trims it; parsed, so
+	// that text which is no quantity at all is refused naming its field.
+	_, fe := ParseQuantity(field, strings.TrimSpace(v))
+	return fe
 }
 
 // ScreenAdvertisement is ScreenQuantities for an advertisement's quantity

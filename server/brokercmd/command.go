@@ -5,6 +5,7 @@ package brokercmd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,30 +131,7 @@ every acknowledged change is on disk before the answer goes out.`,
 
 // Validate checks the options and says how to fix them.
 func (o *Options) Validate() error {
-	var errs []error
-	if o.PKIDir == "" {
-		errs = append(errs, errors.New("--pki-dir is required: the directory made by `federation-autoscaler pki init --dir D`"))
-	} else {
-		for _, name := range []string{pki.CACertFile, pki.BrokerCertFile, pki.BrokerKeyFile} {
-			p := filepath.Join(o.PKIDir, name)
-			if _, err := os.Stat(p); err != nil {
-				errs = append(errs, fmt.Errorf("--pki-dir: %s is missing (%w): run `federation-autoscaler pki init --dir %s` first", p, err, o.PKIDir))
-			}
-		}
-	}
-	if o.DataDir == "" {
-		errs = append(errs, errors.New("--data-dir is required: the directory that holds the broker's database"))
-	}
-	if o.Listen == "" {
-		errs = append(errs, errors.New("--listen must not be empty, e.g. :8443"))
-	} else if _, _, err := net.SplitHostPort(o.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("--listen %q: want host:port, e.g. :8443: %w", o.Listen, err))
-	}
-	if o.DashboardListen != "" {
-		if _, _, err := net.SplitHostPort(o.DashboardListen); err != nil {
-			errs = append(errs, fmt.Errorf("--dashboard-listen %q: want host:port, e.g. :9444, or empty to disable: %w", o.DashboardListen, err))
-		}
-	}
+	errs := o.placeErrors()
 	for _, w := range []struct {
 		flag string
 		v    float64
@@ -187,6 +165,36 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// placeErrors checks where the broker reads and listens: --pki-dir (with
+// its files), --data-dir, --listen and --dashboard-listen.
+func (o *Options) placeErrors() []error {
+	var errs []error
+	if o.PKIDir == "" {
+		errs = append(errs, errors.New("--pki-dir is required: the directory made by `federation-autoscaler pki init --dir D`"))
+	} else {
+		for _, name := range []string{pki.CACertFile, pki.BrokerCertFile, pki.BrokerKeyFile} {
+			p := filepath.Join(o.PKIDir, name)
+			if _, err := os.Stat(p); err != nil {
+				errs = append(errs, fmt.Errorf("--pki-dir: %s is missing (%w): run `federation-autoscaler pki init --dir %s` first", p, err, o.PKIDir))
+			}
+		}
+	}
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir is required: the directory that holds the broker's database"))
+	}
+	if o.Listen == "" {
+		errs = append(errs, errors.New("--listen must not be empty, e.g. :8443"))
+	} else if _, _, err := net.SplitHostPort(o.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen %q: want host:port, e.g. :8443: %w", o.Listen, err))
+	}
+	if o.DashboardListen != "" {
+		if _, _, err := net.SplitHostPort(o.DashboardListen); err != nil {
+			errs = append(errs, fmt.Errorf("--dashboard-listen %q: want host:port, e.g. :9444, or empty to disable: %w", o.DashboardListen, err))
+		}
+	}
+	return errs
 }
 
 // Bounds of the flags above.
@@ -279,15 +287,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	tlsCfg, err := pki.ServerTLSConfig(o.PKIDir)
+	tlsCfg, err := loadTLS(o.PKIDir, log)
 	if err != nil {
-		return fmt.Errorf("loading the broker's TLS material from --pki-dir %s: %w", o.PKIDir, err)
-	}
-	if leaf := tlsCfg.Certificates[0].Leaf; leaf != nil {
-		if left := time.Until(leaf.NotAfter); left < certExpiryWarning {
-			log.Warn("The broker certificate expires soon; issue a new one before then or every agent's handshake fails",
-				"file", filepath.Join(o.PKIDir, pki.BrokerCertFile), "notAfter", leaf.NotAfter.UTC(), "left", left.Round(time.Hour))
-		}
+		return err
 	}
 	chunks := placement.DefaultChunkConfig()
 	if o.ChunkConfig != "" {
@@ -295,34 +297,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return fmt.Errorf("--chunk-config: %w", err)
 		}
 	}
-
 	ready := &ops.Readiness{}
-	st, err := bolt.Open(o.DataDir, bolt.Options{
-		ResetDamaged: o.ResetDamagedStore,
-		OnReset: func(movedTo string, cause *bolt.DamagedError) {
-			log.Warn("The store was damaged: moved it aside and starting with an empty one (--reset-damaged-store); "+
-				"agents re-advertise and heartbeat within seconds, reservations and credentials it held are gone",
-				"movedTo", movedTo, "damage", cause.Reason)
-		},
-	})
-	var damaged *bolt.DamagedError
-	if errors.As(err, &damaged) {
-		return fmt.Errorf("--data-dir: %w. Nothing was changed. Restore %s from a backup (see docs/operations.md, "+
-			"\"Data directory and backup\"), or start once with --reset-damaged-store to move it aside and start with an empty store", err, damaged.Path)
-	}
+	svc, st, err := openService(o, chunks, log)
 	if err != nil {
-		return fmt.Errorf("--data-dir: %w", err)
-	}
-	svc, err := reservations.New(reservations.Config{
-		Store:              st,
-		Logger:             log,
-		ChunkConfig:        chunks,
-		ReservationLease:   o.ReservationLease,
-		ProviderStaleAfter: o.ProviderStaleAfter,
-		Placer:             placement.NewIndex(chunks, placement.WithChunkWatts(o.chunkWatts())),
-	})
-	if err != nil {
-		_ = st.Close()
 		return err
 	}
 	defer func() {
@@ -338,24 +315,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-
-	// Every listener goes through the guard: floods, EMFILE and silent
-	// peers never end the process (server/netguard).
-	rawAPI := o.APIListener
-	if rawAPI == nil {
-		if rawAPI, err = net.Listen("tcp", o.Listen); err != nil {
-			return fmt.Errorf("--listen %s: %w", o.Listen, err)
-		}
-	}
-	apiLn := guard.WrapTLS("api", rawAPI, tlsCfg)
-	var dashLn net.Listener
-	if rawDash := o.DashboardListener; rawDash != nil {
-		dashLn = guard.Wrap("dashboard", rawDash)
-	} else if o.DashboardListen != "" {
-		if dashLn, err = guard.Listen(context.Background(), "dashboard", o.DashboardListen); err != nil {
-			_ = apiLn.Close()
-			return fmt.Errorf("--dashboard-listen %s: %w", o.DashboardListen, err)
-		}
+	srv, err := listen(o, guard, tlsCfg)
+	if err != nil {
+		return err
 	}
 
 	// base ends the domain's background work and every long-poll at once
@@ -370,7 +332,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 	}()
 
-	apiApp := rest.NewApp(rest.Config{
+	srv.api = rest.NewApp(rest.Config{
 		Broker:           svc,
 		Logger:           log,
 		AllowLegacyCerts: o.AllowLegacyCerts,
@@ -380,75 +342,181 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		Metrics:          reg,
 		BaseContext:      func() context.Context { return base },
 	})
-	errc := make(chan error, 2)
-	serve := func(name string, app *fiber.App, ln net.Listener) {
-		if err := app.Listener(ln); err != nil {
-			errc <- fmt.Errorf("%s listener %s: %w", name, ln.Addr(), err)
-			return
-		}
-		errc <- nil
-	}
-	go serve("API", apiApp, apiLn)
+	go srv.serve("API", srv.api, srv.apiLn)
 	ready.SetAPIServing(true)
 	lim := guard.Limits()
-	log.Info("Broker API listening (mTLS)", "addr", apiLn.Addr().String(), "allowLegacyCerts", o.AllowLegacyCerts,
+	log.Info("Broker API listening (mTLS)", "addr", srv.apiLn.Addr().String(), "allowLegacyCerts", o.AllowLegacyCerts,
 		"maxConns", lim.MaxConns, "maxConnsPerIP", lim.MaxConnsPerIP, "handshakeTimeout", lim.HandshakeTimeout)
 
-	var dashApp *fiber.App
-	if dashLn != nil {
-		webDash, err := webDashboard(base, svc, st, o, log)
-		if err != nil {
-			cancel()
-			_ = apiApp.Shutdown()
-			_ = apiLn.Close()
-			_ = dashLn.Close()
-			<-runDone
-			return err
-		}
-		dashApp = ops.New(ops.Config{
-			Overview:     svc,
-			Explanations: svc,
-			Gatherer:     reg,
-			Readiness:    ready,
-			Token:        o.DashboardToken,
-			Logger:       log,
-			Mounts:       append(append([]ops.Mount{webDash}, pprofMount(o.Pprof)...), o.Mounts...),
-		})
-		go serve("dashboard", dashApp, dashLn)
-		log.Info("Dashboard listening (HTTP)", "addr", dashLn.Addr().String(), "tokenRequired", o.DashboardToken != "")
-		if o.DashboardToken == "" && !isLoopback(dashLn.Addr()) {
-			log.Warn("THE DASHBOARD IS OPEN TO THE NETWORK WITHOUT A TOKEN: anyone who reaches "+dashLn.Addr().String()+
-				" sees every provider, consumer, price and reservation; set --dashboard-token, or bind it to loopback (--dashboard-listen 127.0.0.1:9444)",
-				"addr", dashLn.Addr().String())
-		}
+	if err := srv.serveDashboard(base, o, svc, st, reg, ready, log); err != nil {
+		cancel()
+		srv.shutdown(log)
+		<-runDone
+		return err
 	}
 
-	var runErr error
+	runErr := srv.wait(ctx, log)
+	ready.SetAPIServing(false)
+	cancel()
+	srv.shutdown(log)
+	<-runDone
+	return runErr
+}
+
+// loadTLS loads the broker's server TLS material from dir and warns when its
+// certificate expires within certExpiryWarning.
+func loadTLS(dir string, log *slog.Logger) (*tls.Config, error) {
+	tlsCfg, err := pki.ServerTLSConfig(dir)
+	if err != nil {
+		return nil, fmt.Errorf("loading the broker's TLS material from --pki-dir %s: %w", dir, err)
+	}
+	if leaf := tlsCfg.Certificates[0].Leaf; leaf != nil {
+		if left := time.Until(leaf.NotAfter); left < certExpiryWarning {
+			log.Warn("The broker certificate expires soon; issue a new one before then or every agent's handshake fails",
+				"file", filepath.Join(dir, pki.BrokerCertFile), "notAfter", leaf.NotAfter.UTC(), "left", left.Round(time.Hour))
+		}
+	}
+	return tlsCfg, nil
+}
+
+// openService opens the store in --data-dir (a damaged one is refused with
+// what to do, or moved aside with --reset-damaged-store) and loads the
+// domain from it. The store also keeps the dashboard's history.
+func openService(o Options, chunks placement.ChunkConfig, log *slog.Logger) (*reservations.Service, *bolt.Store, error) {
+	st, err := bolt.Open(o.DataDir, bolt.Options{
+		ResetDamaged: o.ResetDamagedStore,
+		OnReset: func(movedTo string, cause *bolt.DamagedError) {
+			log.Warn("The store was damaged: moved it aside and starting with an empty one (--reset-damaged-store); "+
+				"agents re-advertise and heartbeat within seconds, reservations and credentials it held are gone",
+				"movedTo", movedTo, "damage", cause.Reason)
+		},
+	})
+	var damaged *bolt.DamagedError
+	if errors.As(err, &damaged) {
+		return nil, nil, fmt.Errorf("--data-dir: %w. Nothing was changed. Restore %s from a backup (see docs/operations.md, "+
+			"\"Data directory and backup\"), or start once with --reset-damaged-store to move it aside and start with an empty store", err, damaged.Path)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("--data-dir: %w", err)
+	}
+	svc, err := reservations.New(reservations.Config{
+		Store:              st,
+		Logger:             log,
+		ChunkConfig:        chunks,
+		ReservationLease:   o.ReservationLease,
+		ProviderStaleAfter: o.ProviderStaleAfter,
+		Placer:             placement.NewIndex(chunks, placement.WithChunkWatts(o.chunkWatts())),
+	})
+	if err != nil {
+		_ = st.Close()
+		return nil, nil, err
+	}
+	return svc, st, nil
+}
+
+// servers are the broker's listeners and the apps serving them.
+type servers struct {
+	apiLn, dashLn net.Listener
+	api, dash     *fiber.App
+	// errc receives each app's end (nil when it stopped cleanly).
+	errc chan error
+}
+
+// listen opens the API listener (mTLS) and the dashboard listener (when
+// asked for), both through the guard: floods, EMFILE and silent peers never
+// end the process (server/netguard).
+func listen(o Options, guard *netguard.Guard, tlsCfg *tls.Config) (*servers, error) {
+	srv := &servers{errc: make(chan error, 2)}
+	rawAPI := o.APIListener
+	if rawAPI == nil {
+		var err error
+		if rawAPI, err = net.Listen("tcp", o.Listen); err != nil {
+			return nil, fmt.Errorf("--listen %s: %w", o.Listen, err)
+		}
+	}
+	srv.apiLn = guard.WrapTLS("api", rawAPI, tlsCfg)
+	if rawDash := o.DashboardListener; rawDash != nil {
+		srv.dashLn = guard.Wrap("dashboard", rawDash)
+	} else if o.DashboardListen != "" {
+		var err error
+		if srv.dashLn, err = guard.Listen(context.Background(), "dashboard", o.DashboardListen); err != nil {
+			_ = srv.apiLn.Close()
+			return nil, fmt.Errorf("--dashboard-listen %s: %w", o.DashboardListen, err)
+		}
+	}
+	return srv, nil
+}
+
+// serve runs app on ln and reports its end on errc.
+func (srv *servers) serve(name string, app *fiber.App, ln net.Listener) {
+	if err := app.Listener(ln); err != nil {
+		srv.errc <- fmt.Errorf("%s listener %s: %w", name, ln.Addr(), err)
+		return
+	}
+	srv.errc <- nil
+}
+
+// serveDashboard serves the dashboard listener, when there is one: the web
+// dashboard, metrics, health, pprof when asked for and o.Mounts.
+func (srv *servers) serveDashboard(base context.Context, o Options, svc *reservations.Service, hist web.HistoryStore, reg *prometheus.Registry, ready *ops.Readiness, log *slog.Logger) error {
+	if srv.dashLn == nil {
+		return nil
+	}
+	webDash, err := webDashboard(base, svc, hist, o, log)
+	if err != nil {
+		return err
+	}
+	srv.dash = ops.New(ops.Config{
+		Overview:     svc,
+		Explanations: svc,
+		Gatherer:     reg,
+		Readiness:    ready,
+		Token:        o.DashboardToken,
+		Logger:       log,
+		Mounts:       append(append([]ops.Mount{webDash}, pprofMount(o.Pprof)...), o.Mounts...),
+	})
+	go srv.serve("dashboard", srv.dash, srv.dashLn)
+	log.Info("Dashboard listening (HTTP)", "addr", srv.dashLn.Addr().String(), "tokenRequired", o.DashboardToken != "")
+	if o.DashboardToken == "" && !isLoopback(srv.dashLn.Addr()) {
+		log.Warn("THE DASHBOARD IS OPEN TO THE NETWORK WITHOUT A TOKEN: anyone who reaches "+srv.dashLn.Addr().String()+
+			" sees every provider, consumer, price and reservation; set --dashboard-token, or bind it to loopback (--dashboard-listen 127.0.0.1:9444)",
+			"addr", srv.dashLn.Addr().String())
+	}
+	return nil
+}
+
+// wait returns when ctx ends (nil) or a listener stops (its error).
+func (srv *servers) wait(ctx context.Context, log *slog.Logger) error {
 	select {
 	case <-ctx.Done():
 		log.Info("Shutting down")
-	case runErr = <-errc:
-		if runErr == nil {
-			runErr = errors.New("a listener stopped unexpectedly")
+		return nil
+	case err := <-srv.errc:
+		if err == nil {
+			err = errors.New("a listener stopped unexpectedly")
 		}
-		log.Error("Listener failed; shutting down", "err", runErr)
+		log.Error("Listener failed; shutting down", "err", err)
+		return err
 	}
-	ready.SetAPIServing(false)
-	cancel()
-	if err := apiApp.ShutdownWithTimeout(shutdownTimeout); err != nil {
-		log.Error("API shutdown", "err", err)
+}
+
+// shutdown stops the apps gracefully (each within shutdownTimeout) and
+// closes the listeners.
+func (srv *servers) shutdown(log *slog.Logger) {
+	if srv.api != nil {
+		if err := srv.api.ShutdownWithTimeout(shutdownTimeout); err != nil {
+			log.Error("API shutdown", "err", err)
+		}
 	}
-	if dashApp != nil {
-		if err := dashApp.ShutdownWithTimeout(shutdownTimeout); err != nil {
+	if srv.dash != nil {
+		if err := srv.dash.ShutdownWithTimeout(shutdownTimeout); err != nil {
 			log.Error("Dashboard shutdown", "err", err)
 		}
 	}
 	// Shutdown is a no-op when it runs before a Listener has started
 	// serving; closing the listeners ends them in every case.
-	_ = apiLn.Close()
-	if dashLn != nil {
-		_ = dashLn.Close()
+	_ = srv.apiLn.Close()
+	if srv.dashLn != nil {
+		_ = srv.dashLn.Close()
 	}
-	<-runDone
-	return runErr
 }

@@ -122,7 +122,7 @@ func (p *process) kill(tb testing.TB) {
 	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		tb.Fatalf("kill: %v", err)
 	}
-	<-p.exited
+	tb.Logf("broker killed: %v", <-p.exited)
 }
 
 // stop sends SIGTERM and returns the exit error.

@@ -429,35 +429,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	t0 := time.Now()
 	rec.start = t0.Add(cfg.Warmup)
 	rec.end = rec.start.Add(cfg.Window)
-	// Agents register (and make their TLS handshakes) spread over the first
-	// half of the warm-up, so every cadence runs at its steady rate when the
-	// window opens; a longer warm-up spreads the handshakes of a large run.
-	spread := cfg.Warmup / 2
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	for _, a := range agents {
-		start := t0.Add(time.Duration(a.rng.Int64N(int64(spread) + 1)))
-		var tasks []*task
-		if a.role == api.RoleProvider {
-			tasks = append(tasks, &task{route: RouteAdvertise, method: http.MethodPost, path: "/api/v1/advertisements", body: a.body, every: cfg.AdvertiseEvery})
-		} else {
-			tasks = append(tasks,
-				&task{route: RouteHeartbeat, method: http.MethodPost, path: "/api/v1/heartbeat", body: a.body, every: cfg.HeartbeatEvery},
-				&task{route: RouteNodeGroups, method: http.MethodGet, path: "/api/v1/nodegroups", every: cfg.NodeGroupsEvery})
-		}
-		if cfg.Instructions == Poll {
-			tasks = append(tasks, &task{route: RouteInstructions, method: http.MethodGet, path: "/api/v1/instructions", every: cfg.PollEvery})
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); a.periodic(runCtx, start, tasks) }()
-		if cfg.Instructions == LongPoll {
-			// After the registration, so the first poll is not refused.
-			lpStart := start.Add(time.Second)
-			wg.Add(1)
-			go func() { defer wg.Done(); a.longPoll(runCtx, lpStart) }()
-		}
-	}
+	startAgents(runCtx, &cfg, agents, t0, &wg)
 	var views viewers
 	if cfg.Viewers > 0 {
 		if err := views.start(runCtx, cfg.DashboardURL, cfg.Viewers, &wg); err != nil {
@@ -466,56 +441,109 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
-
-	// The window: broker and generator CPU at both ends, RSS every second.
-	select {
-	case <-ctx.Done():
-		stop()
-		wg.Wait()
-		return nil, ctx.Err()
-	case <-time.After(time.Until(rec.start)):
-	}
-	loadStart := loadAverage()
-	bStart, err := procCPU(cfg.BrokerPID)
+	m, err := measureWindow(ctx, &cfg, rec, &views)
+	stop()
+	wg.Wait()
 	if err != nil {
-		stop()
-		wg.Wait()
 		return nil, err
 	}
-	gStart := selfCPU()
+	return report(&cfg, rec, issued, m), nil
+}
+
+// startAgents starts every agent's periodic calls (and long poll). Agents
+// register (and make their TLS handshakes) spread over the first half of
+// the warm-up, so every cadence runs at its steady rate when the window
+// opens; a longer warm-up spreads the handshakes of a large run.
+func startAgents(ctx context.Context, cfg *Config, agents []*agent, t0 time.Time, wg *sync.WaitGroup) {
+	spread := cfg.Warmup / 2
+	for _, a := range agents {
+		start := t0.Add(time.Duration(a.rng.Int64N(int64(spread) + 1)))
+		tasks := agentTasks(cfg, a)
+		wg.Add(1)
+		go func() { defer wg.Done(); a.periodic(ctx, start, tasks) }()
+		if cfg.Instructions == LongPoll {
+			// After the registration, so the first poll is not refused.
+			lpStart := start.Add(time.Second)
+			wg.Add(1)
+			go func() { defer wg.Done(); a.longPoll(ctx, lpStart) }()
+		}
+	}
+}
+
+// agentTasks are the periodic calls of agent a: advertisements for a
+// provider, heartbeats and node groups for a consumer, and instruction
+// polls when they are not long polls.
+func agentTasks(cfg *Config, a *agent) []*task {
+	var tasks []*task
+	if a.role == api.RoleProvider {
+		tasks = append(tasks, &task{route: RouteAdvertise, method: http.MethodPost, path: "/api/v1/advertisements", body: a.body, every: cfg.AdvertiseEvery})
+	} else {
+		tasks = append(tasks,
+			&task{route: RouteHeartbeat, method: http.MethodPost, path: "/api/v1/heartbeat", body: a.body, every: cfg.HeartbeatEvery},
+			&task{route: RouteNodeGroups, method: http.MethodGet, path: "/api/v1/nodegroups", every: cfg.NodeGroupsEvery})
+	}
+	if cfg.Instructions == Poll {
+		tasks = append(tasks, &task{route: RouteInstructions, method: http.MethodGet, path: "/api/v1/instructions", every: cfg.PollEvery})
+	}
+	return tasks
+}
+
+// window is what measureWindow saw of the broker and the generator.
+type window struct {
+	loadStart, loadEnd string
+	bStart, bEnd       time.Duration
+	gStart, gEnd       time.Duration
+	viewMsgs           int64
+	rss                rssStats
+}
+
+// measureWindow waits for the window, then measures broker and generator
+// CPU at both ends and the broker's RSS every second until it closes.
+func measureWindow(ctx context.Context, cfg *Config, rec *recorder, views *viewers) (window, error) {
+	var m window
+	select {
+	case <-ctx.Done():
+		return m, ctx.Err()
+	case <-time.After(time.Until(rec.start)):
+	}
+	m.loadStart = loadAverage()
+	var err error
+	if m.bStart, err = procCPU(cfg.BrokerPID); err != nil {
+		return m, err
+	}
+	m.gStart = selfCPU()
 	viewMsgs0 := views.messages.Load()
-	var rss rssStats
-	rss.sample(cfg.BrokerPID)
+	m.rss.sample(cfg.BrokerPID)
 	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
 	deadline := time.NewTimer(time.Until(rec.end))
+	defer deadline.Stop()
 sampling:
 	for {
 		select {
 		case <-ctx.Done():
-			tick.Stop()
-			stop()
-			wg.Wait()
-			return nil, ctx.Err()
+			return m, ctx.Err()
 		case <-tick.C:
-			rss.sample(cfg.BrokerPID)
+			m.rss.sample(cfg.BrokerPID)
 		case <-deadline.C:
 			break sampling
 		}
 	}
-	tick.Stop()
-	bEnd, _ := procCPU(cfg.BrokerPID)
-	gEnd := selfCPU()
-	rss.sample(cfg.BrokerPID)
-	loadEnd := loadAverage()
-	viewMsgs := views.messages.Load() - viewMsgs0
-	stop()
-	wg.Wait()
+	m.bEnd, _ = procCPU(cfg.BrokerPID)
+	m.gEnd = selfCPU()
+	m.rss.sample(cfg.BrokerPID)
+	m.loadEnd = loadAverage()
+	m.viewMsgs = views.messages.Load() - viewMsgs0
+	return m, nil
+}
 
+// report sums the window's measurements and every route's latencies.
+func report(cfg *Config, rec *recorder, issued Issued, m window) *Report {
 	rep := &Report{
 		Providers: cfg.Providers, Consumers: cfg.Consumers, Instructions: string(cfg.Instructions),
 		WarmupSeconds: cfg.Warmup.Seconds(), WindowSeconds: cfg.Window.Seconds(), Certificates: issued,
-		Viewers: cfg.Viewers, ViewerMessages: viewMsgs, LoadAverageStart: loadStart, LoadAverageEnd: loadEnd,
-		GeneratorCPUSeconds: (gEnd - gStart).Seconds(),
+		Viewers: cfg.Viewers, ViewerMessages: m.viewMsgs, LoadAverageStart: m.loadStart, LoadAverageEnd: m.loadEnd,
+		GeneratorCPUSeconds: (m.gEnd - m.gStart).Seconds(),
 	}
 	rep.GeneratorCores = rep.GeneratorCPUSeconds / cfg.Window.Seconds()
 	lq, _ := rec.lag.quantiles(0.99, 1)
@@ -536,14 +564,14 @@ sampling:
 	}
 	rep.RequestsPerSecond = float64(rep.Requests) / cfg.Window.Seconds()
 	if cfg.BrokerPID > 0 {
-		rep.BrokerCPUSeconds = (bEnd - bStart).Seconds()
+		rep.BrokerCPUSeconds = (m.bEnd - m.bStart).Seconds()
 		rep.BrokerCores = rep.BrokerCPUSeconds / cfg.Window.Seconds()
 		if rep.Requests > 0 {
 			rep.BrokerCPUMsPerRequest = rep.BrokerCPUSeconds * 1000 / float64(rep.Requests+rep.Errors)
 		}
-		rep.BrokerRSSMiBMax, rep.BrokerRSSMiBMean = rss.maxMiB(), rss.meanMiB()
+		rep.BrokerRSSMiBMax, rep.BrokerRSSMiBMean = m.rss.maxMiB(), m.rss.meanMiB()
 	}
-	return rep, nil
+	return rep
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

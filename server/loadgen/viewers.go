@@ -38,7 +38,7 @@ func (v *viewers) start(ctx context.Context, dashboard string, n int, wg *sync.W
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer c.CloseNow()
+			defer func() { _ = c.CloseNow() }()
 			for {
 				_, b, err := c.Read(ctx)
 				if err != nil {

@@ -134,6 +134,15 @@ func (o *Options) Validate() error {
 	if c.Viewers < 0 {
 		errs = append(errs, fmt.Errorf("--viewers must be >= 0, got %d", c.Viewers))
 	}
+	errs = append(errs, o.brokerErrors()...)
+	return errors.Join(errs...)
+}
+
+// brokerErrors checks the choice of broker: --start-broker, or the address
+// and CA of a running one.
+func (o *Options) brokerErrors() []error {
+	var errs []error
+	c := &o.Config
 	if o.StartBroker {
 		if c.BrokerURL != "" || o.PKIDir != "" || c.BrokerPID != 0 {
 			errs = append(errs, errors.New("--start-broker starts its own broker: drop --broker-url, --pki-dir and --broker-pid"))
@@ -141,15 +150,15 @@ func (o *Options) Validate() error {
 		if o.NoDashboard && c.Viewers > 0 {
 			errs = append(errs, errors.New("--viewers need the dashboard: drop --no-dashboard"))
 		}
-	} else {
-		if c.BrokerURL == "" || o.PKIDir == "" {
-			errs = append(errs, errors.New("give --start-broker, or --broker-url and --pki-dir (the directory with the federation's ca.crt and ca.key) of a running broker"))
-		}
-		if c.Viewers > 0 && c.DashboardURL == "" {
-			errs = append(errs, errors.New("--viewers needs --dashboard-url"))
-		}
+		return errs
 	}
-	return errors.Join(errs...)
+	if c.BrokerURL == "" || o.PKIDir == "" {
+		errs = append(errs, errors.New("give --start-broker, or --broker-url and --pki-dir (the directory with the federation's ca.crt and ca.key) of a running broker"))
+	}
+	if c.Viewers > 0 && c.DashboardURL == "" {
+		errs = append(errs, errors.New("--viewers needs --dashboard-url"))
+	}
+	return errs
 }
 
 // Run runs the load and writes the report to out.
@@ -223,7 +232,7 @@ func startBroker(ctx context.Context, o Options, log *slog.Logger) (*broker, err
 	fail := func(err error) (*broker, error) {
 		if b.cmd != nil && b.cmd.Process != nil {
 			_ = b.cmd.Process.Kill()
-			<-b.exited
+			log.Debug("Broker killed", "exit", <-b.exited)
 		}
 		return nil, fmt.Errorf("%w (broker log: %s)", err, b.logPath)
 	}
@@ -238,34 +247,13 @@ func startBroker(ctx context.Context, o Options, log *slog.Logger) (*broker, err
 	if err != nil {
 		return fail(err)
 	}
-	args := []string{"broker", "--pki-dir", pkiDir, "--data-dir", filepath.Join(dir, "data"), "--listen", apiAddr,
-		"--log-level", o.BrokerLogLevel}
-	// Every agent connects from 127.0.0.1: the per-address cap must allow
-	// all of them (and the broker's descriptors must hold them).
-	conns := (o.Config.Providers+o.Config.Consumers)*loadgen.ConnectionsPerAgent(loadgen.InstructionMode(o.Instructions)) + 64
-	listeners := 2
 	dashAddr := ""
-	if o.NoDashboard {
-		args = append(args, "--dashboard-listen", "")
-		listeners = 1
-	} else {
+	if !o.NoDashboard {
 		if dashAddr, err = freePort(); err != nil {
 			return fail(err)
 		}
-		args = append(args, "--dashboard-listen", dashAddr)
 	}
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
-		// The broker raises its soft limit to the hard one; its connection
-		// caps must leave it 64 descriptors.
-		if most := (int(lim.Max) - 64) / listeners; conns > most {
-			log.Warn("The simulated agents need more connections than the broker's descriptor limit allows; capping (expect refused connections)",
-				"needed", conns, "cap", most, "ulimitHard", lim.Max)
-			conns = most
-		}
-	}
-	args = append(args, "--max-conns", strconv.Itoa(conns), "--max-conns-per-ip", strconv.Itoa(conns))
-	args = append(args, o.BrokerArgs...)
+	args := brokerArgs(o, pkiDir, filepath.Join(dir, "data"), apiAddr, dashAddr, log)
 	logf, err := os.Create(b.logPath)
 	if err != nil {
 		return fail(err)
@@ -287,6 +275,32 @@ func startBroker(ctx context.Context, o Options, log *slog.Logger) (*broker, err
 		return fail(err)
 	}
 	return b, nil
+}
+
+// brokerArgs are the started broker's flags: its PKI, database and
+// listeners ("" dashAddr: none), connection caps that admit every simulated
+// agent (all connect from 127.0.0.1) within the descriptor limit, then
+// --broker-arg.
+func brokerArgs(o Options, pkiDir, dataDir, apiAddr, dashAddr string, log *slog.Logger) []string {
+	args := []string{"broker", "--pki-dir", pkiDir, "--data-dir", dataDir, "--listen", apiAddr,
+		"--log-level", o.BrokerLogLevel, "--dashboard-listen", dashAddr}
+	conns := (o.Config.Providers+o.Config.Consumers)*loadgen.ConnectionsPerAgent(loadgen.InstructionMode(o.Instructions)) + 64
+	listeners := 2
+	if dashAddr == "" {
+		listeners = 1
+	}
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		// The broker raises its soft limit to the hard one; its connection
+		// caps must leave it 64 descriptors.
+		if most := (int(lim.Max) - 64) / listeners; conns > most {
+			log.Warn("The simulated agents need more connections than the broker's descriptor limit allows; capping (expect refused connections)",
+				"needed", conns, "cap", most, "ulimitHard", lim.Max)
+			conns = most
+		}
+	}
+	args = append(args, "--max-conns", strconv.Itoa(conns), "--max-conns-per-ip", strconv.Itoa(conns))
+	return append(args, o.BrokerArgs...)
 }
 
 // filteredEnv drops FA_* variables: the started broker is configured by
@@ -339,10 +353,11 @@ func (b *broker) waitReady(ctx context.Context, apiAddr, dashAddr string) error 
 func (b *broker) stop(log *slog.Logger, keep bool) {
 	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-b.exited:
+	case err := <-b.exited:
+		log.Debug("Broker stopped", "exit", err)
 	case <-time.After(30 * time.Second):
 		_ = b.cmd.Process.Kill()
-		<-b.exited
+		log.Warn("Broker did not stop within 30s of SIGTERM; killed it", "exit", <-b.exited)
 	}
 	if keep {
 		log.Info("Kept the broker's directory", "dir", b.dir, "log", b.logPath)

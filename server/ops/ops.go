@@ -135,35 +135,8 @@ func New(cfg Config) *fiber.App {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	app := fiber.New(fiber.Config{
-		AppName:               "federation-autoscaler dashboard",
-		DisableStartupMessage: true,
-		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          30 * time.Second,
-		IdleTimeout:           120 * time.Second,
-		ErrorHandler: func(c *fiber.Ctx, err error) error {
-			code := fiber.StatusInternalServerError
-			if fe, ok := err.(*fiber.Error); ok {
-				code = fe.Code
-			} else {
-				log.Error("Dashboard request failed", "path", c.Path(), "err", err)
-				err = fiber.NewError(code, "internal error")
-			}
-			return writeJSON(c, code, api.ErrorResponse{Code: codeFor(code), Message: err.(*fiber.Error).Message})
-		},
-	})
-	app.Get("/healthz", func(c *fiber.Ctx) error {
-		return writeJSON(c, http.StatusOK, api.HealthResponse{Status: "ok"})
-	})
-	app.Get("/readyz", func(c *fiber.Ctx) error {
-		ok, resp := cfg.Readiness.report()
-		status := http.StatusOK
-		if !ok {
-			status = http.StatusServiceUnavailable
-		}
-		return writeJSON(c, status, resp)
-	})
-	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}})))
+	app := newApp(log)
+	mountProbes(app, cfg.Readiness, gatherer, log)
 	// Mounts run after the guard is registered (Fiber runs middleware in
 	// registration order) but before serving, so accesses is complete and
 	// read-only by the time a request arrives.
@@ -208,6 +181,45 @@ func New(cfg Config) *fiber.App {
 		})
 	}
 	return app
+}
+
+// newApp is the dashboard listener's Fiber app: its timeouts, and errors as
+// the API's JSON (an unexpected one logged and answered "internal error").
+func newApp(log *slog.Logger) *fiber.App {
+	return fiber.New(fiber.Config{
+		AppName:               "federation-autoscaler dashboard",
+		DisableStartupMessage: true,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          30 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		ErrorHandler: func(c *fiber.Ctx, err error) error {
+			code := fiber.StatusInternalServerError
+			if fe, ok := err.(*fiber.Error); ok {
+				code = fe.Code
+			} else {
+				log.Error("Dashboard request failed", "path", c.Path(), "err", err)
+				err = fiber.NewError(code, "internal error")
+			}
+			return writeJSON(c, code, api.ErrorResponse{Code: codeFor(code), Message: err.(*fiber.Error).Message})
+		},
+	})
+}
+
+// mountProbes serves /healthz, /readyz and /metrics (never behind the
+// token).
+func mountProbes(app *fiber.App, ready *Readiness, gatherer prometheus.Gatherer, log *slog.Logger) {
+	app.Get("/healthz", func(c *fiber.Ctx) error {
+		return writeJSON(c, http.StatusOK, api.HealthResponse{Status: "ok"})
+	})
+	app.Get("/readyz", func(c *fiber.Ctx) error {
+		ok, resp := ready.report()
+		status := http.StatusOK
+		if !ok {
+			status = http.StatusServiceUnavailable
+		}
+		return writeJSON(c, status, resp)
+	})
+	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{ErrorLog: slogPrinter{log}})))
 }
 
 const placeholderPage = `<!doctype html>

@@ -487,9 +487,9 @@ func mustRead(t *testing.T, p string) []byte {
 	return b
 }
 
-// handshake runs one TLS 1.3 handshake over loopback TCP and returns the
-// server's and the client's errors and the peer certificates the server saw.
-func handshake(t *testing.T, srvCfg, cliCfg *tls.Config) (srvErr, cliErr error, peers []*x509.Certificate) {
+// handshake runs one TLS 1.3 handshake over loopback TCP and returns the peer
+// certificates the server saw and the server's and the client's errors.
+func handshake(t *testing.T, srvCfg, cliCfg *tls.Config) (peers []*x509.Certificate, srvErr, cliErr error) {
 	t.Helper()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", srvCfg)
 	if err != nil {
@@ -537,7 +537,7 @@ func handshake(t *testing.T, srvCfg, cliCfg *tls.Config) (srvErr, cliErr error, 
 		}
 	}
 	r := <-done
-	return r.err, cliErr, r.peers
+	return r.peers, r.err, cliErr
 }
 
 func TestMTLSHandshake(t *testing.T) {
@@ -566,7 +566,7 @@ func TestMTLSHandshake(t *testing.T) {
 	}
 
 	t.Run("bundle client is accepted", func(t *testing.T) {
-		srvErr, cliErr, peers := handshake(t, srvCfg, cliCfg)
+		peers, srvErr, cliErr := handshake(t, srvCfg, cliCfg)
 		if srvErr != nil || cliErr != nil {
 			t.Fatalf("server err %v, client err %v", srvErr, cliErr)
 		}
@@ -580,7 +580,7 @@ func TestMTLSHandshake(t *testing.T) {
 	t.Run("no client certificate is refused", func(t *testing.T) {
 		noCert := cliCfg.Clone()
 		noCert.Certificates = nil
-		srvErr, _, _ := handshake(t, srvCfg, noCert)
+		_, srvErr, _ := handshake(t, srvCfg, noCert)
 		if srvErr == nil || !strings.Contains(srvErr.Error(), "certificate") {
 			t.Fatalf("server err = %v, want a refused handshake", srvErr)
 		}
@@ -597,7 +597,7 @@ func TestMTLSHandshake(t *testing.T) {
 		}
 		fcfg, _ := fb.ClientTLSConfig()
 		fcfg.RootCAs = cliCfg.RootCAs // trusts the broker, but its own cert is foreign
-		srvErr, _, _ := handshake(t, srvCfg, fcfg)
+		_, srvErr, _ := handshake(t, srvCfg, fcfg)
 		if srvErr == nil {
 			t.Fatal("server accepted a client certificate of a foreign CA")
 		}
@@ -605,7 +605,7 @@ func TestMTLSHandshake(t *testing.T) {
 	t.Run("TLS 1.2 client is refused", func(t *testing.T) {
 		old := cliCfg.Clone()
 		old.MinVersion, old.MaxVersion = tls.VersionTLS12, tls.VersionTLS12
-		if srvErr, _, _ := handshake(t, srvCfg, old); srvErr == nil {
+		if _, srvErr, _ := handshake(t, srvCfg, old); srvErr == nil {
 			t.Fatal("server accepted TLS 1.2")
 		}
 	})
@@ -644,12 +644,12 @@ func TestAdapterPKI(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(mustRead(t, filepath.Join(dir, CACertFile)))
 	cli := &tls.Config{MinVersion: tls.VersionTLS13, RootCAs: pool, Certificates: []tls.Certificate{pair}, ServerName: "localhost"}
-	if srvErr, cliErr, _ := handshake(t, srvCfg, cli); srvErr != nil || cliErr != nil {
+	if _, srvErr, cliErr := handshake(t, srvCfg, cli); srvErr != nil || cliErr != nil {
 		t.Fatalf("adapter handshake: server %v client %v", srvErr, cliErr)
 	}
 	noCert := cli.Clone()
 	noCert.Certificates = nil
-	if srvErr, _, _ := handshake(t, srvCfg, noCert); srvErr == nil {
+	if _, srvErr, _ := handshake(t, srvCfg, noCert); srvErr == nil {
 		t.Fatal("adapter accepted a client without a certificate")
 	}
 	// The federation CA and the adapter CA are distinct: a federation
@@ -663,7 +663,7 @@ func TestAdapterPKI(t *testing.T) {
 	fpair, _ := tls.X509KeyPair(c, k)
 	foreign := cli.Clone()
 	foreign.Certificates = []tls.Certificate{fpair}
-	if srvErr, _, _ := handshake(t, srvCfg, foreign); srvErr == nil {
+	if _, srvErr, _ := handshake(t, srvCfg, foreign); srvErr == nil {
 		t.Fatal("adapter accepted a federation client certificate")
 	}
 }

@@ -236,19 +236,19 @@ func (ix *Index) RemoveProvider(id string) {
 	}
 }
 
-// coordsChanged bumps coordEpoch when a provider's state going from old
-// to new (either may be nil) changes the consumers' distance orders.
-func (ix *Index) coordsChanged(old, new *provState) {
-	oldC := old != nil && old.hasCoords
-	newC := new != nil && new.hasCoords
+// coordsChanged bumps coordEpoch when a provider's state going from before
+// to after (either may be nil) changes the consumers' distance orders.
+func (ix *Index) coordsChanged(before, after *provState) {
+	oldC := before != nil && before.hasCoords
+	newC := after != nil && after.hasCoords
 	switch {
 	case oldC != newC:
 		ix.coordEpoch++
-	case oldC && (old.lat != new.lat || old.lon != new.lon):
+	case oldC && (before.lat != after.lat || before.lon != after.lon):
 		ix.coordEpoch++
 	case oldC:
 		for t := range chunkTypes {
-			if (old.total[t] > 0) != (new.total[t] > 0) {
+			if (before.total[t] > 0) != (after.total[t] > 0) {
 				ix.coordEpoch++
 				return
 			}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,15 +42,14 @@ func (c *countingStore) Apply(ctx context.Context, b []store.Mutation) error {
 }
 
 type env struct {
-	t     testing.TB
-	dir   string
-	clk   *clocktesting.FakeClock
-	st    *countingStore
-	s     *Service
-	cfg   Config
-	idx   *placement.Index
-	ctx   context.Context
-	close sync.Once
+	t   testing.TB
+	dir string
+	clk *clocktesting.FakeClock
+	st  *countingStore
+	s   *Service
+	cfg Config
+	idx *placement.Index
+	ctx context.Context
 }
 
 func newEnv(t testing.TB, mod ...func(*Config)) *env {

@@ -228,50 +228,13 @@ func (s *Service) applyResult(t *txn, in *store.Instruction, req api.Instruction
 	succeeded := req.Status == api.ResultSucceeded
 	switch in.Kind {
 	case api.KindGenerateKubeconfig:
-		waiting := s.waitingForGK(in)
-		if succeeded {
-			c := &store.Credential{ConsumerID: in.ConsumerID, ProviderID: in.ProviderID, Kubeconfig: req.Payload.Kubeconfig, CreatedAt: t.now}
-			s.st.credentials[c.Key()] = c
-			t.other = append(t.other, store.PutCredential(*c))
-			for _, r := range waiting {
-				s.setPhase(t, r, api.PhaseKubeconfigReady, "peering-user kubeconfig staged")
-				s.startPeering(t, r)
-			}
-			return
-		}
-		for _, r := range waiting {
-			s.setPhase(t, r, api.PhaseFailed, "generating the peering-user kubeconfig failed: "+req.Error.Message)
-		}
+		s.applyKubeconfigResult(t, in, req)
 	case api.KindPeer:
 		r := s.st.reservations[in.ReservationID]
 		if r == nil || r.Phase.Terminal() {
 			return
 		}
-		if succeeded {
-			if req.Payload != nil && len(req.Payload.VirtualNodeNames) > 0 {
-				names := slices.Clone(r.VirtualNodeNames)
-				for _, n := range req.Payload.VirtualNodeNames {
-					if n != "" && !slices.Contains(names, n) {
-						names = append(names, n)
-					}
-				}
-				r.VirtualNodeNames = names
-				t.putRes(r)
-			}
-			// A late success never resurrects a released reservation
-			// (bug #7): an Unpeering reservation keeps its Unpeer.
-			if r.Phase == api.PhaseUnpeering {
-				return
-			}
-			at := t.now
-			r.ActivatedAt = &at
-			s.setPhase(t, r, api.PhasePeered, "peering completed")
-			return
-		}
-		if r.Phase == api.PhaseUnpeering {
-			return // the pending Unpeer cleans up
-		}
-		s.setPhase(t, r, api.PhaseFailed, "peering failed: "+req.Error.Message)
+		s.applyPeerResult(t, r, req)
 	case api.KindUnpeer:
 		r := s.st.reservations[in.ReservationID]
 		if r == nil || r.Phase != api.PhaseUnpeering {
@@ -289,6 +252,56 @@ func (s *Service) applyResult(t *txn, in *store.Instruction, req api.Instruction
 			s.log.Warn("Instruction failed", "instruction", in.ID, "kind", in.Kind, "target", in.TargetID, "error", req.Error.Message)
 		}
 	}
+}
+
+// applyKubeconfigResult stages the peering-user kubeconfig and starts the
+// peering of every reservation of the pair waiting for it, or fails them.
+func (s *Service) applyKubeconfigResult(t *txn, in *store.Instruction, req api.InstructionResultRequest) {
+	waiting := s.waitingForGK(in)
+	if req.Status != api.ResultSucceeded {
+		for _, r := range waiting {
+			s.setPhase(t, r, api.PhaseFailed, "generating the peering-user kubeconfig failed: "+req.Error.Message)
+		}
+		return
+	}
+	c := &store.Credential{ConsumerID: in.ConsumerID, ProviderID: in.ProviderID, Kubeconfig: req.Payload.Kubeconfig, CreatedAt: t.now}
+	s.st.credentials[c.Key()] = c
+	t.other = append(t.other, store.PutCredential(*c))
+	for _, r := range waiting {
+		s.setPhase(t, r, api.PhaseKubeconfigReady, "peering-user kubeconfig staged")
+		s.startPeering(t, r)
+	}
+}
+
+// applyPeerResult records the virtual nodes of a successful Peer and marks
+// live reservation r Peered, or Failed when the Peer failed. An Unpeering
+// reservation keeps its pending Unpeer either way.
+func (s *Service) applyPeerResult(t *txn, r *store.Reservation, req api.InstructionResultRequest) {
+	if req.Status != api.ResultSucceeded {
+		if r.Phase == api.PhaseUnpeering {
+			return // the pending Unpeer cleans up
+		}
+		s.setPhase(t, r, api.PhaseFailed, "peering failed: "+req.Error.Message)
+		return
+	}
+	if req.Payload != nil && len(req.Payload.VirtualNodeNames) > 0 {
+		names := slices.Clone(r.VirtualNodeNames)
+		for _, n := range req.Payload.VirtualNodeNames {
+			if n != "" && !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		r.VirtualNodeNames = names
+		t.putRes(r)
+	}
+	// A late success never resurrects a released reservation
+	// (bug #7): an Unpeering reservation keeps its Unpeer.
+	if r.Phase == api.PhaseUnpeering {
+		return
+	}
+	at := t.now
+	r.ActivatedAt = &at
+	s.setPhase(t, r, api.PhasePeered, "peering completed")
 }
 
 // waitingForGK returns the reservations of in's pair that wait for a

@@ -1,6 +1,7 @@
 package reservations
 
 import (
+	"cmp"
 	"context"
 	"slices"
 
@@ -16,15 +17,18 @@ import (
 func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.clock.Now()
-	ov := api.Overview{
-		GeneratedAt:             mt(now),
-		Advertisements:          []api.AdvertisementSnapshot{},
-		Reservations:            []api.OverviewReservation{},
-		ProviderInstructions:    []api.OverviewInstruction{},
-		ReservationInstructions: []api.OverviewInstruction{},
-		Consumers:               []api.OverviewConsumer{},
-	}
+	ov := api.Overview{GeneratedAt: mt(s.clock.Now())}
+	ov.Advertisements, ov.Capacity = s.overviewProvidersLocked()
+	ov.Reservations = s.overviewReservationsLocked()
+	ov.ProviderInstructions, ov.ReservationInstructions = s.overviewInstructionsLocked()
+	ov.Consumers, ov.Warnings = s.overviewConsumersLocked()
+	return ov, nil
+}
+
+// overviewProvidersLocked lists every provider's snapshot, by id, and sums
+// their chunks.
+func (s *Service) overviewProvidersLocked() ([]api.AdvertisementSnapshot, api.CapacitySummary) {
+	ads := []api.AdvertisementSnapshot{}
 	capy := api.CapacitySummary{
 		ByChunkType: map[api.ChunkType]api.ChunkCounts{},
 		ChunkSizes: map[api.ChunkType]corev1.ResourceList{
@@ -51,37 +55,50 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 			capy.ReservedChunks = placement.AddChunks(capy.ReservedChunks, n.ReservedChunks)
 			capy.AvailableChunks = placement.AddChunks(capy.AvailableChunks, n.AvailableChunks)
 		}
-		ov.Advertisements = append(ov.Advertisements, snap)
+		ads = append(ads, snap)
 	}
-	ov.Capacity = capy
+	return ads, capy
+}
+
+// overviewReservationsLocked lists every reservation with its history,
+// oldest first.
+func (s *Service) overviewReservationsLocked() []api.OverviewReservation {
+	out := []api.OverviewReservation{}
 	for _, r := range s.sortedReservations() {
 		row := api.OverviewReservation{ReservationResponse: s.reservationResponse(r), TerminatedAt: mtp(r.TerminatedAt)}
 		for _, h := range r.History {
 			row.History = append(row.History, api.PhaseTransition{Phase: h.Phase, At: mt(h.At), Message: h.Message})
 		}
-		ov.Reservations = append(ov.Reservations, row)
+		out = append(out, row)
 	}
+	return out
+}
+
+// overviewInstructionsLocked lists the instructions in creation order,
+// provider-flavoured and reservation-flavoured apart.
+func (s *Service) overviewInstructionsLocked() (provider, reservation []api.OverviewInstruction) {
+	provider, reservation = []api.OverviewInstruction{}, []api.OverviewInstruction{}
 	ins := make([]*store.Instruction, 0, len(s.st.instructions))
 	for _, in := range s.st.instructions {
 		ins = append(ins, in)
 	}
-	slices.SortFunc(ins, func(a, b *store.Instruction) int {
-		switch {
-		case a.Seq < b.Seq:
-			return -1
-		case a.Seq > b.Seq:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ins, func(a, b *store.Instruction) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, in := range ins {
 		row := overviewInstruction(in, s.expiresAt(in), s.st.delivered[in.ID])
 		if in.Flavour == store.FlavourProvider {
-			ov.ProviderInstructions = append(ov.ProviderInstructions, row)
+			provider = append(provider, row)
 		} else {
-			ov.ReservationInstructions = append(ov.ReservationInstructions, row)
+			reservation = append(reservation, row)
 		}
 	}
+	return provider, reservation
+}
+
+// overviewConsumersLocked lists the consumers, by id, and the warnings
+// about their policies.
+func (s *Service) overviewConsumersLocked() ([]api.OverviewConsumer, []string) {
+	out := []api.OverviewConsumer{}
+	var warnings []string
 	for _, id := range sortedKeys(s.st.consumers) {
 		c := s.st.consumers[id]
 		hb := c.rec.Heartbeat
@@ -99,12 +116,12 @@ func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 		if rtt, ok := hb.MeasuredLatencies[row.ChosenProvider]; ok && row.ChosenProvider != "" {
 			row.MeasuredRTT = &rtt
 		}
-		ov.Consumers = append(ov.Consumers, row)
+		out = append(out, row)
 		if c.warning != "" {
-			ov.Warnings = append(ov.Warnings, c.warning)
+			warnings = append(warnings, c.warning)
 		}
 	}
-	return ov, nil
+	return out, warnings
 }
 
 // chosenProvider is the provider consumer id grows on now under its

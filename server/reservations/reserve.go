@@ -34,16 +34,13 @@ func (s *Service) Reserve(ctx context.Context, cn, id string, req api.Reservatio
 	if err := req.Validate(); err != nil {
 		return api.ReservationResponse{}, false, err
 	}
-	if id == "" {
-		id = "res-" + uuid.NewString()
-	}
-	if err := api.CheckReservationID(api.HeaderReservationID, id); err != nil {
-		return api.ReservationResponse{}, false, err.APIError()
+	id, err := api.ReservationIDOr(id, uuid.NewString)
+	if err != nil {
+		return api.ReservationResponse{}, false, err
 	}
 
 	s.mu.Lock()
-	st := s.st
-	if r, ok := st.reservations[id]; ok {
+	if r, ok := s.st.reservations[id]; ok {
 		same := r.ConsumerID == cn && r.ProviderID == req.ProviderClusterID && r.ChunkType == req.ChunkType &&
 			r.ChunkCount == req.ChunkCount && sameSet(r.Namespaces, req.Namespaces)
 		resp := s.reservationResponse(r)
@@ -53,55 +50,73 @@ func (s *Service) Reserve(ctx context.Context, cn, id string, req api.Reservatio
 		}
 		return resp, false, nil
 	}
+	c, p, err := s.admitLocked(cn, req)
+	if err != nil {
+		s.mu.Unlock()
+		return api.ReservationResponse{}, false, err
+	}
+	t := s.newTxn()
+	r := s.createLocked(t, id, cn, c, p, req)
+	resp := s.reservationResponse(r)
+	req2 := s.enqueue(t)
+	s.mu.Unlock()
+	if err := await(req2); err != nil {
+		return api.ReservationResponse{}, false, err
+	}
+	return resp, true, nil
+}
+
+// admitLocked decides whether consumer cn may reserve req now, in Reserve's
+// order: heartbeat (412), provider and chunk type (404), freshness (503),
+// sharing (403), quota and capacity (409).
+func (s *Service) admitLocked(cn string, req api.ReservationRequest) (*consumer, *provider, error) {
+	st := s.st
 	c, ok := st.consumers[cn]
 	if !ok {
-		s.mu.Unlock()
-		return api.ReservationResponse{}, false, api.Errorf(api.CodePreconditionFailed, "consumer %q has never sent a heartbeat: send POST /api/v1/heartbeat first", cn)
+		return nil, nil, api.Errorf(api.CodePreconditionFailed, "consumer %q has never sent a heartbeat: send POST /api/v1/heartbeat first", cn)
 	}
 	p, ok := st.providers[req.ProviderClusterID]
 	if !ok {
-		s.mu.Unlock()
-		return api.ReservationResponse{}, false, api.Errorf(api.CodeNotFound, "no advertisement for cluster %q", req.ProviderClusterID)
+		return nil, nil, api.Errorf(api.CodeNotFound, "no advertisement for cluster %q", req.ProviderClusterID)
 	}
 	total := p.chunks[req.ChunkType]
 	if total <= 0 && len(p.chunks) > 0 {
 		// The provider is a pool of another chunk type. (A provider with no
 		// whole chunk at all right now answers 409 below: that is a
 		// capacity shortage, not a wrong node group.)
-		s.mu.Unlock()
-		return api.ReservationResponse{}, false, api.Errorf(api.CodeNotFound, "provider %q offers no %s chunks", req.ProviderClusterID, req.ChunkType)
+		return nil, nil, api.Errorf(api.CodeNotFound, "provider %q offers no %s chunks", req.ProviderClusterID, req.ChunkType)
 	}
 	if !p.available {
-		s.mu.Unlock()
-		return api.ReservationResponse{}, false, api.Errorf(api.CodeServiceUnavailable, "provider %q is not available: no advertisement for %s", req.ProviderClusterID, s.cfg.ProviderStaleAfter)
+		return nil, nil, api.Errorf(api.CodeServiceUnavailable, "provider %q is not available: no advertisement for %s", req.ProviderClusterID, s.cfg.ProviderStaleAfter)
 	}
 	sharing := p.rec.Request.Sharing
 	if !placement.MayBorrow(sharing, cn) {
-		s.mu.Unlock()
-		return api.ReservationResponse{}, false, api.Errorf(api.CodeForbidden, "provider %q does not share its capacity with consumer %q", req.ProviderClusterID, cn)
+		return nil, nil, api.Errorf(api.CodeForbidden, "provider %q does not share its capacity with consumer %q", req.ProviderClusterID, cn)
 	}
 	if q := placement.Quota(sharing); q > 0 {
 		if live := st.usage[usageKey{req.ProviderClusterID, req.ChunkType, cn}].Live; live+req.ChunkCount > q {
-			s.mu.Unlock()
-			return api.ReservationResponse{}, false, api.Errorf(api.CodeInsufficientCapacity,
+			return nil, nil, api.Errorf(api.CodeInsufficientCapacity,
 				"consumer %q already holds %d of the %d %s chunks provider %q allows per consumer", cn, live, q, req.ChunkType, req.ProviderClusterID).
 				WithDetails(map[string]any{"available": max(q-live, 0), "requested": req.ChunkCount, "quota": q})
 		}
 	}
 	reserved := st.reserved[ptKey{req.ProviderClusterID, req.ChunkType}]
 	if avail := total - reserved; avail < req.ChunkCount {
-		s.mu.Unlock()
-		return api.ReservationResponse{}, false, api.Errorf(api.CodeInsufficientCapacity,
+		return nil, nil, api.Errorf(api.CodeInsufficientCapacity,
 			"provider %q has %d free %s chunks, %d requested", req.ProviderClusterID, max(avail, 0), req.ChunkType, req.ChunkCount).
 			WithDetails(map[string]any{"available": max(avail, 0), "requested": req.ChunkCount})
 	}
+	return c, p, nil
+}
 
-	t := s.newTxn()
-	chunkRes := s.chunkShape(req.ChunkType)
+// createLocked records the admitted reservation id as Pending in t and
+// starts its peering.
+func (s *Service) createLocked(t *txn, id, cn string, c *consumer, p *provider, req api.ReservationRequest) *store.Reservation {
+	st := s.st
 	r := &store.Reservation{
 		ID: id, ConsumerID: cn, ConsumerLiqoID: c.rec.Heartbeat.LiqoClusterID,
 		ProviderID: req.ProviderClusterID, ProviderLiqoID: p.rec.Request.LiqoClusterID,
-		ChunkType: req.ChunkType, ChunkCount: req.ChunkCount, Resources: chunkRes,
+		ChunkType: req.ChunkType, ChunkCount: req.ChunkCount, Resources: s.chunkShape(req.ChunkType),
 		Namespaces: slices.Clone(req.Namespaces), CreatedAt: t.now,
 	}
 	st.reservations[id] = r
@@ -113,13 +128,7 @@ func (s *Service) Reserve(ctx context.Context, cn, id string, req api.Reservatio
 	r.History = []store.Transition{{Phase: api.PhasePending, At: t.now, Message: r.Message}}
 	t.putRes(r)
 	s.advance(t, r)
-	resp := s.reservationResponse(r)
-	req2 := s.enqueue(t)
-	s.mu.Unlock()
-	if err := await(req2); err != nil {
-		return api.ReservationResponse{}, false, err
-	}
-	return resp, true, nil
+	return r
 }
 
 func (s *Service) chunkShape(t api.ChunkType) corev1.ResourceList {

@@ -136,15 +136,8 @@ func pathID(raw, what string) (string, error) {
 	return id, nil
 }
 
-// reservationID validates the X-Reservation-Id header (a DNS-1123
-// subdomain: it names the reservation) or, when it is missing, generates
-// res-<uuid> (the call is then not idempotent).
+// reservationID reads the X-Reservation-Id header (api.ReservationIDOr: a
+// DNS-1123 subdomain, or res-<newID()> when it is missing).
 func reservationID(header string, newID func() string) (string, error) {
-	if header == "" {
-		return "res-" + newID(), nil
-	}
-	if err := api.CheckReservationID(api.HeaderReservationID, header); err != nil {
-		return "", err.APIError()
-	}
-	return header, nil
+	return api.ReservationIDOr(header, newID)
 }

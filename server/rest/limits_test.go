@@ -141,7 +141,7 @@ func TestValueLimitsAtTheBroker(t *testing.T) {
 			if !strings.HasPrefix(tc.path, "/api/v1/advertisements") {
 				c = cons
 			}
-			var body any = tc.body
+			body := any(tc.body)
 			if tc.raw != "" {
 				body = tc.raw
 			}
@@ -208,11 +208,11 @@ func TestLimitValuesCannotBreakAnotherConsumersView(t *testing.T) {
 	fair["topology"] = map[string]any{"latitude": 48.86, "longitude": 2.35}
 	expect(t, b.client(t, "fair", api.RoleProvider).Must(t, "POST", "/api/v1/advertisements", fair), 200, "")
 
-	max := float64(api.MaxWeight)
+	top := float64(api.MaxWeight)
 	london := b.client(t, "london", api.RoleConsumer)
 	for _, pl := range []map[string]any{
 		{"type": "Price"}, {"type": "Eco"}, {"type": "Latency"}, {"type": "Standard"},
-		{"type": "Weighted", "weights": map[string]any{"price": max, "carbon": max, "distance": max, "freeCapacity": max}},
+		{"type": "Weighted", "weights": map[string]any{"price": top, "carbon": top, "distance": top, "freeCapacity": top}},
 	} {
 		t.Run(pl["type"].(string), func(t *testing.T) {
 			hb := heartbeat("london")

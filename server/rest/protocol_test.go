@@ -122,7 +122,7 @@ func TestTransportErrorCodes(t *testing.T) {
 		if err := app.Shutdown(); err != nil {
 			t.Error(err)
 		}
-		<-served
+		t.Logf("listener ended: %v", <-served)
 	})
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {

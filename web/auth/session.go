@@ -192,13 +192,6 @@ func (a *Authenticator) endLocked(id string) {
 	}
 }
 
-// Sessions is the number of live sessions.
-func (a *Authenticator) Sessions() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.sessions)
-}
-
 func (a *Authenticator) gcLocked(now time.Time) {
 	for k, v := range a.sessions {
 		if !now.Before(v.Expires) {

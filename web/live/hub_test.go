@@ -185,7 +185,7 @@ func TestWebsocketThroughFiber(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dial through the hijack: %v", err)
 	}
-	defer c.CloseNow()
+	defer func() { _ = c.CloseNow() }()
 	// The client joined a hub without a fragment: the hub asks for one.
 	select {
 	case <-h.Wanted():

@@ -274,7 +274,7 @@ func (f *Federation) reserveLocked(providerID string, chunks int32, manual, work
 	f.seq++
 	now := metav1.NewTime(f.now())
 	r := &reservation{manual: manual, workload: workload}
-	r.ReservationID = "res-" + strconv.Itoa(1000+f.seq)
+	r.ReservationID = api.ReservationIDPrefix + strconv.Itoa(1000+f.seq)
 	r.Status = api.PhasePending
 	r.ProviderClusterID, r.ConsumerClusterID = p.id, f.consumer.id
 	r.ChunkCount, r.ChunkType, r.Resources = chunks, api.ChunkStandard, Chunk
@@ -544,13 +544,13 @@ func (b *consumerBackend) Workload(ctx context.Context) (web.Workload, error) {
 	w := f.consumer.workload
 	w.Running, w.Pending = 0, 0
 	if w.Enabled {
-		cap := int32(0)
+		capacity := int32(0)
 		for _, r := range f.reservations {
 			if r.workload && r.Status == api.PhasePeered {
-				cap += r.ChunkCount * podsPerChunk(w)
+				capacity += r.ChunkCount * podsPerChunk(w)
 			}
 		}
-		w.Running = min(cap, w.Replicas)
+		w.Running = min(capacity, w.Replicas)
 		w.Pending = w.Replicas - w.Running
 	}
 	return w, nil

@@ -162,7 +162,7 @@ func (a *Agent) Reservations() []Reservation {
 }
 
 // ProviderID is the providerID the fake gives the node of reservation id.
-func ProviderID(provider, id string) string { return "liqo://" + provider + "/" + id }
+func ProviderID(provider, id string) string { return api.ProviderID(provider, id) }
 
 // Peer creates (or moves) the virtual node of reservation id into phase.
 // Running gives it a real node name and its providerID; Creating keeps

@@ -15,15 +15,14 @@ var GroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 var (
 	// SchemeBuilder registers this package's kinds in a runtime.Scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
-	// AddToScheme adds ConsumerPolicy, ResourceRequest and VirtualNodeState
-	// (and their lists) to a scheme.
+	// AddToScheme adds ConsumerPolicy and VirtualNodeState (and their lists)
+	// to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
 	s.AddKnownTypes(GroupVersion,
 		&ConsumerPolicy{}, &ConsumerPolicyList{},
-		&ResourceRequest{}, &ResourceRequestList{},
 		&VirtualNodeState{}, &VirtualNodeStateList{},
 	)
 	metav1.AddToGroupVersion(s, GroupVersion)

@@ -57,12 +57,16 @@ func walk(v reflect.Value, path string) error {
 		if !v.IsNil() {
 			return walk(v.Elem(), path)
 		}
-	case reflect.Slice, reflect.Array:
-		for i := range v.Len() {
-			if err := walk(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
-				return err
-			}
-		}
+	case reflect.Slice, reflect.Array, reflect.Map, reflect.Struct:
+		return walkElements(v, path)
+	}
+	return nil
+}
+
+// walkElements walks the elements of a list, the keys and values of a map
+// or the exported fields of a struct.
+func walkElements(v reflect.Value, path string) error {
+	switch v.Kind() {
 	case reflect.Map:
 		it := v.MapRange()
 		for it.Next() {
@@ -81,6 +85,12 @@ func walk(v reflect.Value, path string) error {
 				if err := walk(v.Field(i), path+"."+f.Name); err != nil {
 					return err
 				}
+			}
+		}
+	default:
+		for i := range v.Len() {
+			if err := walk(v.Index(i), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
 			}
 		}
 	}

@@ -288,35 +288,20 @@ func DecodeRecord(k store.Kind, val []byte) (Mutation, error) {
 	var err error
 	switch k {
 	case store.KindReservation:
-		var r store.Reservation
-		if err = json.Unmarshal(body, &r); err == nil && (r.ID == "" || r.ConsumerID == "" || r.ProviderID == "") {
-			err = errors.New("reservation without id, consumer or provider")
-		}
-		m = store.PutReservation(r)
+		m, err = decodeAs(body, store.PutReservation, func(r store.Reservation) bool { return r.ID != "" && r.ConsumerID != "" && r.ProviderID != "" },
+			"reservation without id, consumer or provider")
 	case store.KindInstruction:
-		var in store.Instruction
-		if err = json.Unmarshal(body, &in); err == nil && (in.ID == "" || in.TargetID == "" || in.Kind == "") {
-			err = errors.New("instruction without id, target or kind")
-		}
-		m = store.PutInstruction(in)
+		m, err = decodeAs(body, store.PutInstruction, func(in store.Instruction) bool { return in.ID != "" && in.TargetID != "" && in.Kind != "" },
+			"instruction without id, target or kind")
 	case store.KindCredential:
-		var c store.Credential
-		if err = json.Unmarshal(body, &c); err == nil && (c.ConsumerID == "" || c.ProviderID == "") {
-			err = errors.New("credential without consumer or provider")
-		}
-		m = store.PutCredential(c)
+		m, err = decodeAs(body, store.PutCredential, func(c store.Credential) bool { return c.ConsumerID != "" && c.ProviderID != "" },
+			"credential without consumer or provider")
 	case store.KindAdvertisement:
-		var a store.Advertisement
-		if err = json.Unmarshal(body, &a); err == nil && a.Request.ClusterID == "" {
-			err = errors.New("advertisement without cluster id")
-		}
-		m = store.PutAdvertisement(a)
+		m, err = decodeAs(body, store.PutAdvertisement, func(a store.Advertisement) bool { return a.Request.ClusterID != "" },
+			"advertisement without cluster id")
 	case store.KindConsumer:
-		var c store.Consumer
-		if err = json.Unmarshal(body, &c); err == nil && c.Heartbeat.ClusterID == "" {
-			err = errors.New("consumer without cluster id")
-		}
-		m = store.PutConsumer(c)
+		m, err = decodeAs(body, store.PutConsumer, func(c store.Consumer) bool { return c.Heartbeat.ClusterID != "" },
+			"consumer without cluster id")
 	default:
 		return Mutation{}, fmt.Errorf("decode: unknown record kind %s", k)
 	}
@@ -324,4 +309,17 @@ func DecodeRecord(k store.Kind, val []byte) (Mutation, error) {
 		return Mutation{}, fmt.Errorf("decode %s: %w", k, err)
 	}
 	return m, nil
+}
+
+// decodeAs decodes body as a T, refuses it with missing unless complete
+// says it names what it must, and returns it as put's mutation.
+func decodeAs[T any](body []byte, put func(T) Mutation, complete func(T) bool, missing string) (Mutation, error) {
+	var v T
+	if err := json.Unmarshal(body, &v); err != nil {
+		return Mutation{}, err
+	}
+	if !complete(v) {
+		return Mutation{}, errors.New(missing)
+	}
+	return put(v), nil
 }

@@ -107,8 +107,20 @@ func checkFile(path string) error {
 	if size < pageHeaderSize+metaSize {
 		return damaged(path, "the file is %d bytes, too short for a bbolt database (truncated?)", size)
 	}
-	// Like bbolt: the page size comes from the first meta page, else the
-	// second one is looked for at the OS page size.
+	m, err := currentMeta(f, path)
+	if err != nil {
+		return err
+	}
+	if err := checkMeta(path, m, size); err != nil {
+		return err
+	}
+	return verifyPages(f, path, m)
+}
+
+// currentMeta is the meta page bbolt would use: the valid one with the
+// higher transaction id. Like bbolt, the page size comes from the first
+// meta page, else the second one is looked for at the OS page size.
+func currentMeta(f *os.File, path string) (meta, error) {
 	m0, err0 := parseMeta(f, 0)
 	pageSize := int64(os.Getpagesize())
 	if err0 == nil {
@@ -116,13 +128,17 @@ func checkFile(path string) error {
 	}
 	m1, err1 := parseMeta(f, pageSize)
 	if err0 != nil && err1 != nil {
-		return damaged(path, "neither meta page is valid (page 0: %v; page 1: %v): not a bbolt database, or its first pages are overwritten", err0, err1)
+		return meta{}, damaged(path, "neither meta page is valid (page 0: %v; page 1: %v): not a bbolt database, or its first pages are overwritten", err0, err1)
 	}
-	// bbolt uses the valid meta with the higher transaction id.
-	m := m0
 	if err0 != nil || (err1 == nil && m1.txid > m0.txid) {
-		m = m1
+		return m1, nil
 	}
+	return m0, nil
+}
+
+// checkMeta checks that meta page m fits a file of size bytes: a sane page
+// size and page count, and the root and freelist among the pages in use.
+func checkMeta(path string, m meta, size int64) error {
 	ps := int64(m.pageSize)
 	if ps < 512 || ps > 1<<20 || ps&(ps-1) != 0 {
 		return damaged(path, "the meta page gives a page size of %d bytes", ps)
@@ -139,7 +155,7 @@ func checkFile(path string) error {
 	if m.freelist != noFreelist && (m.freelist < 2 || m.freelist >= m.pgid) {
 		return damaged(path, "the freelist is on page %d, outside the %d pages in use", m.freelist, m.pgid)
 	}
-	return verifyPages(f, path, m)
+	return nil
 }
 
 // Page and element layout (go.etcd.io/bbolt internal/common): header
@@ -270,35 +286,9 @@ func (w *pageWalker) node(p []byte, where string, lo, hi []byte, depth int) erro
 	if pageHeaderSize+count*elementSize > len(p) {
 		return damaged(w.path, "%s: %d elements do not fit in %d bytes", where, count, len(p))
 	}
-	type element struct {
-		key, val []byte
-		flags    uint32
-		child    uint64
-	}
-	elems := make([]element, count)
-	for i := range elems {
-		e := pageHeaderSize + i*elementSize
-		var pos, klen, vlen uint64
-		if flags == branchPageFlag {
-			pos, klen = uint64(ne.Uint32(p[e:])), uint64(ne.Uint32(p[e+4:]))
-			elems[i].child = ne.Uint64(p[e+8:])
-		} else {
-			elems[i].flags = ne.Uint32(p[e:])
-			pos, klen, vlen = uint64(ne.Uint32(p[e+4:])), uint64(ne.Uint32(p[e+8:])), uint64(ne.Uint32(p[e+12:]))
-		}
-		if uint64(e)+pos+klen+vlen > uint64(len(p)) {
-			return damaged(w.path, "%s: element %d points past the end of its page", where, i)
-		}
-		k := uint64(e) + pos
-		elems[i].key, elems[i].val = p[k:k+klen], p[k+klen:k+klen+vlen]
-		switch {
-		case i == 0 && lo != nil && bytes.Compare(elems[i].key, lo) < 0:
-			return damaged(w.path, "%s: key %d sorts before its parent's", where, i)
-		case i > 0 && bytes.Compare(elems[i-1].key, elems[i].key) >= 0:
-			return damaged(w.path, "%s: key %d is not after key %d", where, i, i-1)
-		case hi != nil && bytes.Compare(elems[i].key, hi) >= 0:
-			return damaged(w.path, "%s: key %d sorts after its parent's next key", where, i)
-		}
+	elems, err := w.elements(p, where, flags == branchPageFlag, count, lo, hi)
+	if err != nil {
+		return err
 	}
 	for i, el := range elems {
 		var err error
@@ -322,6 +312,44 @@ func (w *pageWalker) node(p []byte, where string, lo, hi []byte, depth int) erro
 		}
 	}
 	return nil
+}
+
+// element is one element of a branch or leaf page.
+type element struct {
+	key, val []byte
+	flags    uint32
+	child    uint64
+}
+
+// elements reads the count elements of page p, each inside the page and
+// their keys strictly ascending within [lo, hi) (nil: unbounded).
+func (w *pageWalker) elements(p []byte, where string, branch bool, count int, lo, hi []byte) ([]element, error) {
+	elems := make([]element, count)
+	for i := range elems {
+		e := pageHeaderSize + i*elementSize
+		var pos, klen, vlen uint64
+		if branch {
+			pos, klen = uint64(ne.Uint32(p[e:])), uint64(ne.Uint32(p[e+4:]))
+			elems[i].child = ne.Uint64(p[e+8:])
+		} else {
+			elems[i].flags = ne.Uint32(p[e:])
+			pos, klen, vlen = uint64(ne.Uint32(p[e+4:])), uint64(ne.Uint32(p[e+8:])), uint64(ne.Uint32(p[e+12:]))
+		}
+		if uint64(e)+pos+klen+vlen > uint64(len(p)) {
+			return nil, damaged(w.path, "%s: element %d points past the end of its page", where, i)
+		}
+		k := uint64(e) + pos
+		elems[i].key, elems[i].val = p[k:k+klen], p[k+klen:k+klen+vlen]
+		switch {
+		case i == 0 && lo != nil && bytes.Compare(elems[i].key, lo) < 0:
+			return nil, damaged(w.path, "%s: key %d sorts before its parent's", where, i)
+		case i > 0 && bytes.Compare(elems[i-1].key, elems[i].key) >= 0:
+			return nil, damaged(w.path, "%s: key %d is not after key %d", where, i, i-1)
+		case hi != nil && bytes.Compare(elems[i].key, hi) >= 0:
+			return nil, damaged(w.path, "%s: key %d sorts after its parent's next key", where, i)
+		}
+	}
+	return elems, nil
 }
 
 // lockFile takes the exclusive lock bbolt takes on path (flock), waiting

@@ -1,0 +1,38 @@
+package v1alpha1
+
+import "github.com/federation-autoscaler/federation-autoscaler/server/api"
+
+// ActivePolicy is the ConsumerPolicy that applies among the policies of one
+// namespace: the lowest name wins. It is nil when there is none.
+func ActivePolicy(items []ConsumerPolicy) *ConsumerPolicy {
+	var best *ConsumerPolicy
+	for i := range items {
+		if best == nil || items[i].Name < best.Name {
+			best = &items[i]
+		}
+	}
+	return best
+}
+
+// API is the placement as the heartbeat carries it; nil when neither a type
+// nor weights are set (the broker's default then applies).
+func (p Placement) API() *api.Placement {
+	if p.Type == "" && p.Weights == nil {
+		return nil
+	}
+	out := &api.Placement{Type: api.PlacementType(p.Type)}
+	if w := p.Weights; w != nil {
+		out.Weights = &api.Weights{Price: w.Price, Carbon: w.Carbon, Distance: w.Distance, FreeCapacity: w.FreeCapacity}
+	}
+	return out
+}
+
+// PlacementFromAPI is p as a ConsumerPolicy's placement (the inverse of
+// Placement.API).
+func PlacementFromAPI(p api.Placement) Placement {
+	out := Placement{Type: PlacementStrategy(p.Type)}
+	if w := p.Weights; w != nil {
+		out.Weights = &PlacementWeights{Price: w.Price, Carbon: w.Carbon, Distance: w.Distance, FreeCapacity: w.FreeCapacity}
+	}
+	return out
+}

@@ -1,0 +1,72 @@
+package v1alpha1
+
+import (
+	"reflect"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+func TestActivePolicyLowestNameWins(t *testing.T) {
+	named := func(names ...string) []ConsumerPolicy {
+		out := make([]ConsumerPolicy, len(names))
+		for i, n := range names {
+			out[i] = ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		items []ConsumerPolicy
+		want  string
+	}{
+		{"none", nil, ""},
+		{"one", named("default"), "default"},
+		{"lowest first", named("a", "b"), "a"},
+		{"lowest last", named("zeta", "default", "beta"), "beta"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ActivePolicy(tc.items)
+			switch {
+			case tc.want == "" && got != nil:
+				t.Fatalf("ActivePolicy = %q, want none", got.Name)
+			case tc.want != "" && (got == nil || got.Name != tc.want):
+				t.Fatalf("ActivePolicy = %v, want %q", got, tc.want)
+			}
+			if got != nil && got != &tc.items[indexOf(tc.items, tc.want)] {
+				t.Errorf("ActivePolicy returned a copy; callers update the element in place")
+			}
+		})
+	}
+}
+
+func indexOf(items []ConsumerPolicy, name string) int {
+	for i := range items {
+		if items[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestPlacementConversionRoundTrips(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   api.Placement
+	}{
+		{"type only", api.Placement{Type: api.PlacementPrice}},
+		{"weighted", api.Placement{Type: api.PlacementWeighted, Weights: &api.Weights{Price: 1, Carbon: 2.5, Distance: 3, FreeCapacity: 1000}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := PlacementFromAPI(tc.in).API()
+			if got == nil || !reflect.DeepEqual(*got, tc.in) {
+				t.Fatalf("round trip of %+v = %+v", tc.in, got)
+			}
+		})
+	}
+	if p := (Placement{}).API(); p != nil {
+		t.Errorf("an empty placement converts to %+v, want nil (the broker's default)", p)
+	}
+}

@@ -1,0 +1,168 @@
+package reservations
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store"
+)
+
+// Advertise implements rest.Broker: it upserts the provider, recomputes its
+// chunks, restores it if it was stale and piggybacks its instructions.
+func (s *Service) Advertise(ctx context.Context, cn string, req api.AdvertisementRequest) (api.AdvertisementResponse, error) {
+	if err := req.Validate(); err != nil {
+		return api.AdvertisementResponse{}, err
+	}
+	if req.ClusterID != cn {
+		return api.AdvertisementResponse{}, api.Errorf(api.CodeForbidden, "clusterId %q does not match the caller %q", req.ClusterID, cn)
+	}
+	// Accepted and discarded, as in the reference.
+	req.LiqoLabels, req.LiqoTaints = nil, nil
+
+	s.mu.Lock()
+	t := s.newTxn()
+	p, ok := s.st.providers[cn]
+	if !ok {
+		p = &provider{}
+		s.st.providers[cn] = p
+	}
+	wasAvailable := ok && p.available
+	p.rec = store.Advertisement{Request: req, LastSeen: t.now}
+	p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
+	p.freshSince = t.now
+	p.available = true
+	p.staleHandled = false
+	if ok && !wasAvailable {
+		s.log.Info("Provider is advertising again; available", "provider", cn)
+	}
+	s.idx.UpsertProvider(s.placementProvider(cn, p))
+	t.other = append(t.other, store.PutAdvertisement(p.rec))
+	resp := api.AdvertisementResponse{
+		Accepted:     true,
+		NextReportIn: "30s",
+		ChunkCounts:  map[api.ChunkType]int32{},
+		Instructions: s.viewsLocked(cn, api.RoleProvider, t.now),
+	}
+	for typ, n := range p.chunks {
+		resp.ChunkCounts[typ] = n
+	}
+	resp.ChunkCount, resp.ChunkResources = p.chunks[api.ChunkStandard], s.chunkShape(api.ChunkStandard)
+	if resp.ChunkCount == 0 && p.chunks[api.ChunkGPU] > 0 {
+		resp.ChunkCount, resp.ChunkResources = p.chunks[api.ChunkGPU], s.chunkShape(api.ChunkGPU)
+	}
+	if len(resp.Instructions) == 0 {
+		resp.Instructions = nil
+	}
+	req2 := s.enqueue(t)
+	s.mu.Unlock()
+	if err := await(req2); err != nil {
+		return api.AdvertisementResponse{}, err
+	}
+	return resp, nil
+}
+
+// Advertisement implements rest.Broker.
+func (s *Service) Advertisement(ctx context.Context, id string) (api.AdvertisementSnapshot, error) {
+	if id == "" {
+		return api.AdvertisementSnapshot{}, invalid("cluster id is empty")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.st.providers[id]
+	if !ok {
+		return api.AdvertisementSnapshot{}, api.Errorf(api.CodeNotFound, "no advertisement for cluster %q", id)
+	}
+	snap := s.snapshot(id, p, false)
+	snap.Loans = s.loansLocked(id, p)
+	return snap, nil
+}
+
+// loansLocked lists the live reservations provider id serves, oldest first,
+// with their cost per hour at the provider's current prices. It looks the
+// reservations up per consumer (O(consumers + loans)), not over every
+// reservation of the federation.
+func (s *Service) loansLocked(id string, p *provider) []api.ProviderLoan {
+	cost := map[api.ChunkType]*float64{}
+	chunkCost := func(typ api.ChunkType) *float64 {
+		c, seen := cost[typ]
+		if !seen {
+			if f, ok := s.chunkCost(p.rec.Request.UnitPrices, typ); ok {
+				c = &f
+			}
+			cost[typ] = c
+		}
+		return c
+	}
+	var loans []api.ProviderLoan
+	for cid := range s.st.consumers {
+		for _, r := range s.st.byPair[store.PairKey(cid, id)] {
+			if r.Phase.Terminal() {
+				continue
+			}
+			l := api.ProviderLoan{
+				ReservationID: r.ID, ConsumerClusterID: r.ConsumerID, ChunkType: r.ChunkType, ChunkCount: r.ChunkCount,
+				Status: r.Phase, CreatedAt: mt(r.CreatedAt), ActivatedAt: mtp(r.ActivatedAt),
+			}
+			if c := chunkCost(r.ChunkType); c != nil {
+				v := *c * float64(r.ChunkCount)
+				l.CostPerHour = &v
+			}
+			loans = append(loans, l)
+		}
+	}
+	slices.SortFunc(loans, func(a, b api.ProviderLoan) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ReservationID, b.ReservationID)
+	})
+	return loans
+}
+
+func (s *Service) snapshot(id string, p *provider, dashboard bool) api.AdvertisementSnapshot {
+	r := p.rec.Request
+	var total, reserved int32
+	for typ, n := range p.chunks {
+		total = placement.AddChunks(total, n)
+		reserved = placement.AddChunks(reserved, s.st.reserved[ptKey{id, typ}])
+	}
+	avail := int32(0)
+	if p.available {
+		avail = max(total-reserved, 0)
+	}
+	snap := api.AdvertisementSnapshot{
+		ClusterID: id, LiqoClusterID: r.LiqoClusterID, Resources: r.Resources, Topology: r.Topology,
+		UnitPrices: r.UnitPrices, CarbonIntensity: r.CarbonIntensity, CarbonForecast: r.CarbonForecast,
+		CapacityScalePercent: r.CapacityScalePercent, CapacityFixed: r.CapacityFixed, Renewable: r.Renewable,
+		ProbeEndpoint: r.ProbeEndpoint, ChunkCount: total, ReservedChunks: reserved, AvailableChunks: avail,
+		LastSeen: mt(p.rec.LastSeen), Available: p.available, Sharing: cloneSharing(r.Sharing),
+	}
+	if len(p.chunks) > 0 {
+		snap.Chunks = make(map[api.ChunkType]api.ChunkCounts, len(p.chunks))
+		for typ, n := range p.chunks {
+			res := s.st.reserved[ptKey{id, typ}]
+			cc := api.ChunkCounts{TotalChunks: n, ReservedChunks: res}
+			if p.available {
+				cc.AvailableChunks = max(n-res, 0)
+			}
+			snap.Chunks[typ] = cc
+		}
+	}
+	s.decorateSnapshot(&snap, p, dashboard)
+	return snap
+}
+
+// cloneSharing copies a stored rule set so that no reader of a snapshot
+// shares its slices with the broker's state.
+func cloneSharing(in *api.Sharing) *api.Sharing {
+	if in == nil {
+		return nil
+	}
+	out := *in
+	out.AllowedConsumers = slices.Clone(in.AllowedConsumers)
+	out.DeniedConsumers = slices.Clone(in.DeniedConsumers)
+	return &out
+}
