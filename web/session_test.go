@@ -112,7 +112,7 @@ func TestWebsocketClosedWhenSessionEnds(t *testing.T) {
 			served := make(chan error, 2)
 			go func() { served <- web.Serve(ctx, cc.App(), ln) }()
 			go func() { served <- cc.Run(ctx) }()
-			defer func() { cancel(); <-served; <-served }()
+			defer func() { cancel(); _, _ = <-served, <-served }()
 			base := "http://" + ln.Addr().String()
 
 			noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -136,7 +136,7 @@ func TestWebsocketClosedWhenSessionEnds(t *testing.T) {
 			if err != nil {
 				t.Fatalf("dial the live socket: %v", err)
 			}
-			defer ws.CloseNow()
+			defer func() { _ = ws.CloseNow() }()
 
 			switch end {
 			case "logout":

@@ -99,7 +99,7 @@ func (o *Options) deps(role api.Role, log *slog.Logger) (Deps, error) {
 		}
 	}
 	if d.Kube, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig); err != nil {
-		return Deps{}, fmt.Errorf("Kubernetes configuration (--kubeconfig %q, else in-cluster): %w", o.Kubeconfig, err)
+		return Deps{}, fmt.Errorf("reading the Kubernetes configuration (--kubeconfig %q, else in-cluster): %w", o.Kubeconfig, err)
 	}
 	d.Kube.UserAgent = "federation-autoscaler-agent/" + cli.Version
 	if err := o.locationClients(&d); err != nil {

@@ -148,6 +148,34 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
+// observeNode sets the status from the virtual node that exists.
+func observeNode(want *fav1alpha1.VirtualNodeStateStatus, node *corev1.Node) {
+	want.VirtualNodeName, want.ProviderID, want.Allocatable = node.Name, node.Spec.ProviderID, node.Status.Allocatable.DeepCopy()
+	switch {
+	case nodeReady(node):
+		want.Phase, want.Message = fav1alpha1.VirtualNodeRunning, "virtual node is Ready"
+	case want.Phase == "" || want.Phase == fav1alpha1.VirtualNodeCreating:
+		want.Phase, want.Message = fav1alpha1.VirtualNodeCreating, "virtual node is not Ready yet"
+	case want.Phase == fav1alpha1.VirtualNodeRunning:
+		want.Message = "virtual node is not Ready"
+	}
+}
+
+// observeMissing sets the status while the virtual node name does not
+// exist: lost once it ran, failed once NodeWait passed, else still coming.
+func (p *projector) observeMissing(want *fav1alpha1.VirtualNodeStateStatus, v *fav1alpha1.VirtualNodeState, name string, now metav1.Time) {
+	switch want.Phase {
+	case fav1alpha1.VirtualNodeRunning:
+		want.Phase, want.Message = fav1alpha1.VirtualNodeFailed, fmt.Sprintf("virtual node %s disappeared", name)
+	case "", fav1alpha1.VirtualNodeCreating:
+		if now.Sub(v.CreationTimestamp.Time) > p.a.cfg.NodeWait {
+			want.Phase, want.Message = fav1alpha1.VirtualNodeFailed, fmt.Sprintf("virtual node %s did not appear within %s", name, p.a.cfg.NodeWait)
+		} else {
+			want.Phase, want.Message = fav1alpha1.VirtualNodeCreating, "waiting for the virtual node"
+		}
+	}
+}
+
 // reconcile projects one VirtualNodeState.
 func (p *projector) reconcile(ctx context.Context, v *fav1alpha1.VirtualNodeState) error {
 	name := v.Status.VirtualNodeName
@@ -172,25 +200,9 @@ func (p *projector) reconcile(ctx context.Context, v *fav1alpha1.VirtualNodeStat
 			}
 			return nil // the node update event brings us back
 		}
-		want.VirtualNodeName, want.ProviderID, want.Allocatable = node.Name, node.Spec.ProviderID, node.Status.Allocatable.DeepCopy()
-		if nodeReady(node) {
-			want.Phase, want.Message = fav1alpha1.VirtualNodeRunning, "virtual node is Ready"
-		} else if want.Phase == "" || want.Phase == fav1alpha1.VirtualNodeCreating {
-			want.Phase, want.Message = fav1alpha1.VirtualNodeCreating, "virtual node is not Ready yet"
-		} else if want.Phase == fav1alpha1.VirtualNodeRunning {
-			want.Message = "virtual node is not Ready"
-		}
+		observeNode(want, node)
 	default:
-		switch want.Phase {
-		case fav1alpha1.VirtualNodeRunning:
-			want.Phase, want.Message = fav1alpha1.VirtualNodeFailed, fmt.Sprintf("virtual node %s disappeared", name)
-		case "", fav1alpha1.VirtualNodeCreating:
-			if now.Sub(v.CreationTimestamp.Time) > p.a.cfg.NodeWait {
-				want.Phase, want.Message = fav1alpha1.VirtualNodeFailed, fmt.Sprintf("virtual node %s did not appear within %s", name, p.a.cfg.NodeWait)
-			} else {
-				want.Phase, want.Message = fav1alpha1.VirtualNodeCreating, "waiting for the virtual node"
-			}
-		}
+		p.observeMissing(want, v, name, now)
 	}
 	ready := metav1.Condition{Type: fav1alpha1.VirtualNodeConditionReady, Status: metav1.ConditionFalse, Reason: string(want.Phase), Message: want.Message, ObservedGeneration: v.Generation, LastTransitionTime: now}
 	if want.Phase == fav1alpha1.VirtualNodeRunning && node != nil && nodeReady(node) {

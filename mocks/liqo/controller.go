@@ -224,12 +224,18 @@ type reconciler struct {
 //
 // A benign conflict (an object created by an earlier pass that the cache
 // had not seen yet, an update on a stale resourceVersion) is retried at
-// once and logged at debug: it is how controllers work, not an error.
+// shortly (conflictRetry) and logged at debug: it is how controllers
+// work, not an error.
+// conflictRetry is the wait before reconciling a slice again after a
+// benign conflict: long enough for the cache to catch up, short enough not
+// to slow a peering down.
+const conflictRetry = 50 * time.Millisecond
+
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	res, err := r.reconcile(ctx, req)
 	if err != nil && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) {
 		r.log.DebugContext(ctx, "Benign conflict; reconciling again", "slice", req.String(), "err", err)
-		return reconcile.Result{Requeue: true}, nil
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	return res, err
 }
