@@ -21,7 +21,7 @@ const MaxPendingPods = 500
 
 // PodReader lists pods (a controller-runtime client.Reader). Listing pods
 // cluster-wide needs the federation-autoscaler:consumer-console
-// ClusterRole (deploy/rbac/consumer-console.yaml).
+// ClusterRole (deploy/rbac/optional/consumer-console.yaml).
 type PodReader interface {
 	List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error
 }
