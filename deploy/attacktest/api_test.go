@@ -386,7 +386,12 @@ func TestTransportAnswers(t *testing.T) {
 	expect(t, "API: 8 KiB of headers", c1.Must(t, "GET", "/healthz", nil, "X-Filler", big), http.StatusRequestHeaderFieldsTooLarge, api.CodeRequestHeadersTooLarge)
 	req, _ := http.NewRequest("GET", "http://"+b.dashboard+"/healthz", nil)
 	req.Header.Set("X-Filler", big)
-	resp, err := scraper.Do(req)
+	// The whole request in one write: with the transport's default 4 KiB
+	// write buffer the dashboard could read the first 4 KiB, answer 431 and
+	// close while the rest was still being written, and the client saw only
+	// its own broken pipe.
+	oneWrite := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{WriteBufferSize: 64 << 10, DisableKeepAlives: true}}
+	resp, err := oneWrite.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
