@@ -151,6 +151,8 @@ type Index struct {
 	// coordEpoch changes whenever a provider with coordinates joins,
 	// leaves, moves or gains or loses a chunk type.
 	coordEpoch uint64
+	// epoch changes with every change the decisions read (see Epoch).
+	epoch uint64
 	// distCache holds each consumer's distance order (guarded by cacheMu,
 	// because View fills it under the read lock).
 	cacheMu   sync.Mutex
@@ -210,6 +212,10 @@ func (ix *Index) UpsertProvider(p Provider) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	old, had := ix.providers[p.ID]
+	if had && sameProvider(old.p, p) {
+		return // a re-advertisement of what is known: nothing to re-index
+	}
+	ix.epoch++
 	if had {
 		for i := range chunkTypes {
 			ix.unindex(old, i)
@@ -228,6 +234,7 @@ func (ix *Index) RemoveProvider(id string) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	if old, ok := ix.providers[id]; ok {
+		ix.epoch++
 		for i := range chunkTypes {
 			ix.unindex(old, i)
 		}
@@ -261,6 +268,10 @@ func (ix *Index) coordsChanged(before, after *provState) {
 func (ix *Index) UpsertConsumer(c Consumer) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if old, ok := ix.consumers[c.ID]; ok && sameConsumer(old, c) {
+		return
+	}
+	ix.epoch++
 	ix.consumers[c.ID] = c
 }
 
@@ -268,6 +279,9 @@ func (ix *Index) UpsertConsumer(c Consumer) {
 func (ix *Index) RemoveConsumer(id string) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if _, ok := ix.consumers[id]; ok {
+		ix.epoch++
+	}
 	delete(ix.consumers, id)
 	ix.cacheMu.Lock()
 	delete(ix.distCache, id)
@@ -287,6 +301,10 @@ func (ix *Index) SetUsage(providerID string, t api.ChunkType, consumerID string,
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
+	if ix.usageOf(k, consumerID) == u {
+		return
+	}
+	ix.epoch++
 	ps := ix.providers[providerID]
 	if ps != nil {
 		ix.unindex(ps, ti)

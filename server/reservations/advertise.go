@@ -2,6 +2,7 @@ package reservations
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -30,6 +31,7 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 		s.st.providers[cn] = p
 	}
 	wasAvailable := ok && p.available
+	write := !ok || s.mustStore(p.storedSeen, t.now, !reflect.DeepEqual(p.rec.Request, req))
 	p.rec = store.Advertisement{Request: req, LastSeen: t.now}
 	p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
 	p.freshSince = t.now
@@ -39,7 +41,10 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 		s.log.Info("Provider is advertising again; available", "provider", cn)
 	}
 	s.idx.UpsertProvider(s.placementProvider(cn, p))
-	t.other = append(t.other, store.PutAdvertisement(p.rec))
+	if write {
+		t.other = append(t.other, store.PutAdvertisement(p.rec))
+		p.storedSeen = t.now
+	}
 	resp := api.AdvertisementResponse{
 		Accepted:     true,
 		NextReportIn: "30s",
@@ -60,6 +65,9 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 	s.mu.Unlock()
 	if err := await(req2); err != nil {
 		return api.AdvertisementResponse{}, err
+	}
+	if req2 == nil {
+		s.notify() // nothing to write, but the overview's last-seen moved
 	}
 	return resp, nil
 }

@@ -2,6 +2,8 @@ package reservations
 
 import (
 	"context"
+	"slices"
+	"sync"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -13,16 +15,42 @@ func (s *Service) Explanation(_ context.Context, cn string) (api.PlacementExplan
 	return s.idx.Explain(cn, nil).ForConsumer(), nil
 }
 
+// explanationCache holds every consumer's explanation as computed at one
+// epoch of the Placer. Explaining is O(consumers × providers); the
+// periodic advertisements and heartbeats of an unchanged federation leave
+// the epoch alone, so a watched dashboard recomputes only after a real
+// change (a reservation, a new price, a policy switch).
+type explanationCache struct {
+	mu    sync.Mutex
+	valid bool
+	epoch uint64
+	ids   []string
+	list  []api.PlacementExplanation
+}
+
 // Explanations returns every known consumer's explanation, sorted by
 // consumer id, with the providers that do not share with each listed (the
-// operator's view, for the dashboard listener).
+// operator's view, for the dashboard listener). Each explanation's
+// GeneratedAt says when it was computed: the list is reused until the
+// placement state or the set of consumers changes. The caller must not
+// modify it.
 func (s *Service) Explanations(_ context.Context) ([]api.PlacementExplanation, error) {
 	s.mu.Lock()
 	ids := sortedKeys(s.st.consumers)
 	s.mu.Unlock()
+	c := &s.explained
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// The epoch is read before explaining: a change during the loop moves
+	// it again, and the next call recomputes.
+	epoch := s.idx.Epoch()
+	if c.valid && c.epoch == epoch && slices.Equal(c.ids, ids) {
+		return c.list, nil
+	}
 	out := make([]api.PlacementExplanation, 0, len(ids))
 	for _, id := range ids {
 		out = append(out, s.idx.Explain(id, nil))
 	}
+	c.valid, c.epoch, c.ids, c.list = true, epoch, ids, out
 	return out, nil
 }

@@ -54,6 +54,8 @@ type Placer interface {
 	Explain(consumerID string, override *api.Placement) api.PlacementExplanation
 	// Spend is what a consumer's live chunks cost and emit per hour now.
 	Spend(consumerID string) api.ConsumerSpend
+	// Epoch changes whenever a decision or explanation may change.
+	Epoch() uint64
 }
 
 // Config configures a Service. Store and Placer are required; zero
@@ -148,6 +150,9 @@ type Service struct {
 	changes signal.Signal
 	// version moves after every change the overview shows (see Version).
 	version atomic.Uint64
+
+	// explained caches every consumer's explanation at one Placer epoch.
+	explained explanationCache
 }
 
 type commitReq struct {
@@ -190,13 +195,44 @@ func (s *Service) Close() error {
 	var err error
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
+		// The last-seen times the periodic reports did not write yet
+		// (mustStore) go with the last commit: a clean restart shows
+		// exactly what was shown before it.
+		var final *commitReq
+		if muts := s.unstoredSeenLocked(); len(muts) > 0 {
+			t := s.newTxn()
+			t.other = muts
+			final = s.enqueue(t)
+		}
 		s.closing = true
 		s.mu.Unlock()
+		if err := await(final); err != nil {
+			s.log.Warn("Last-seen times not stored at close; they are at most a third of the provider stale-after old", "err", err)
+		}
 		close(s.stop)
 		<-s.done
 		err = s.cfg.Store.Close()
 	})
 	return err
+}
+
+// unstoredSeenLocked returns the writes of every advertisement and consumer
+// record whose last-seen time is newer in memory than in the store.
+func (s *Service) unstoredSeenLocked() []store.Mutation {
+	var muts []store.Mutation
+	for _, id := range sortedKeys(s.st.providers) {
+		if p := s.st.providers[id]; !p.rec.LastSeen.Equal(p.storedSeen) {
+			muts = append(muts, store.PutAdvertisement(p.rec))
+			p.storedSeen = p.rec.LastSeen
+		}
+	}
+	for _, id := range sortedKeys(s.st.consumers) {
+		if c := s.st.consumers[id]; !c.rec.LastSeen.Equal(c.storedSeen) {
+			muts = append(muts, store.PutConsumer(c.rec))
+			c.storedSeen = c.rec.LastSeen
+		}
+	}
+	return muts
 }
 
 // errClosed answers operations after Close.

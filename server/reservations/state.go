@@ -23,6 +23,9 @@ type provider struct {
 	// staleHandled is set once the reservations of the stale provider were
 	// failed; the next advertisement clears it.
 	staleHandled bool
+	// storedSeen is the LastSeen of the record last handed to the store
+	// (see seenWriteEvery).
+	storedSeen time.Time
 }
 
 // consumer is a registry entry plus derived state.
@@ -35,6 +38,9 @@ type consumer struct {
 	// reservation of the consumer: its last heartbeat, or the broker's
 	// start if that is later.
 	leaseBase time.Time
+	// storedSeen is the LastSeen of the record last handed to the store
+	// (see seenWriteEvery).
+	storedSeen time.Time
 }
 
 type ptKey struct {
@@ -93,12 +99,12 @@ func (s *Service) buildState(snap store.Snapshot, now time.Time) *state {
 	for _, a := range snap.Advertisements {
 		// A provider that was stale before the restart stays unavailable
 		// until it advertises; its reservations get a full window.
-		p := &provider{rec: a, freshSince: later(a.LastSeen, now), available: now.Before(a.LastSeen.Add(s.cfg.ProviderStaleAfter))}
+		p := &provider{rec: a, freshSince: later(a.LastSeen, now), available: now.Before(a.LastSeen.Add(s.cfg.ProviderStaleAfter)), storedSeen: a.LastSeen}
 		p.chunks = placement.Chunks(s.cfg.ChunkConfig, a.Request.Resources)
 		st.providers[a.Request.ClusterID] = p
 	}
 	for _, c := range snap.Consumers {
-		cs := &consumer{rec: c, leaseBase: later(c.LastSeen, now)}
+		cs := &consumer{rec: c, leaseBase: later(c.LastSeen, now), storedSeen: c.LastSeen}
 		s.applyPolicy(cs)
 		st.consumers[c.Heartbeat.ClusterID] = cs
 	}
