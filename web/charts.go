@@ -37,117 +37,159 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 		PlotLeft: plotL, PlotRight: plotR, PlotTop: plotTop, PlotBottom: plotBottom,
 	}
 	from := now.Add(-window)
-	maxV := 0.0
-	type pt struct {
-		t time.Time
-		v float64
+	lines, maxV := chartSeries(now, from, ids, series, m)
+	sc := chartScale{from: from, window: window, top: niceCeil(maxV)}
+	for i, pts := range lines {
+		if len(pts) == 0 {
+			continue
+		}
+		vs, hover := sc.steps(pts, ids[i], format)
+		vs = straighten(vs)
+		last := pts[len(pts)-1]
+		c.Lines = append(c.Lines, views.Polyline{
+			Name: ids[i], Color: colorOf(i), Points: svgPoints(vs),
+			LastX: f1(sc.x(last.t)), LastY: f1(sc.y(last.v)), LastTitle: ids[i] + ": " + format(last.v) + " now",
+			Hover: hover,
+		})
 	}
-	lines := make([][]pt, len(ids))
+	c.Empty = len(c.Lines) == 0
+	c.YTicks, c.XTicks = sc.ticks(now)
+	return c
+}
+
+// chartPoint is one value of a series at a time.
+type chartPoint struct {
+	t time.Time
+	v float64
+}
+
+// chartSeries returns each id's points of metric m since from, the last
+// value held to now, and the largest value.
+func chartSeries(now, from time.Time, ids []string, series map[string][]sample, m metric) ([][]chartPoint, float64) {
+	maxV := 0.0
+	lines := make([][]chartPoint, len(ids))
 	for i, pid := range ids {
-		var pts []pt
+		var pts []chartPoint
 		for _, s := range series[pid] {
 			if v, ok := m(s); ok && !s.at.Before(from) {
-				pts = append(pts, pt{s.at, v})
+				pts = append(pts, chartPoint{s.at, v})
 			}
 		}
 		if len(pts) > 0 {
-			pts = append(pts, pt{now, pts[len(pts)-1].v}) // hold the last value to "now"
+			pts = append(pts, chartPoint{now, pts[len(pts)-1].v}) // hold the last value to "now"
 		}
 		for _, p := range pts {
 			maxV = math.Max(maxV, p.v)
 		}
 		lines[i] = pts
 	}
-	top := niceCeil(maxV)
-	x := func(t time.Time) float64 {
-		return plotL + float64(t.Sub(from))/float64(window)*(plotR-plotL)
+	return lines, maxV
+}
+
+// chartScale maps times and values to SVG coordinates of the plot area.
+type chartScale struct {
+	from   time.Time
+	window time.Duration
+	top    float64
+}
+
+func (sc chartScale) x(t time.Time) float64 {
+	return plotL + float64(t.Sub(sc.from))/float64(sc.window)*(plotR-plotL)
+}
+
+func (sc chartScale) y(v float64) float64 {
+	return plotBottom - v/sc.top*(plotBottom-plotTop)
+}
+
+// vtx is a vertex of a polyline.
+type vtx struct{ x, y float64 }
+
+// steps draws pts (the last one only holds the value to "now") as steps:
+// values hold until the next sample, so a vertex is emitted only where the
+// value changes, and at most one change per SVG unit (the last value in
+// that unit wins), which keeps the fragment small with a full hour of
+// history. hover holds one point per value change (the last one per
+// column), with its value and time, at most MaxHoverPoints.
+func (sc chartScale) steps(pts []chartPoint, name string, format func(float64) string) ([]vtx, []views.HoverPoint) {
+	var vs []vtx
+	var hover []views.HoverPoint
+	for j, p := range pts[:len(pts)-1] {
+		px, py := math.Round(sc.x(p.t)), sc.y(p.v)
+		hp := views.HoverPoint{X: f1(px), Y: f1(py), Title: name + ": " + format(p.v) + " at " + clockTime(p.t)}
+		switch {
+		case j == 0:
+			vs = append(vs, vtx{px, py})
+			hover = append(hover, hp)
+		case py == vs[len(vs)-1].y:
+			continue
+		case px == vs[len(vs)-1].x:
+			// Same column: replace the value reached in this column.
+			vs[len(vs)-1].y = py
+			if len(vs) >= 2 && vs[len(vs)-2].x == px && vs[len(vs)-2].y == py {
+				vs = vs[:len(vs)-1]
+			}
+			hover[len(hover)-1] = hp
+		default:
+			vs = append(vs, vtx{px, vs[len(vs)-1].y}, vtx{px, py})
+			hover = append(hover, hp)
+		}
 	}
-	y := func(v float64) float64 {
-		return plotBottom - v/top*(plotBottom-plotTop)
+	if len(hover) > MaxHoverPoints {
+		hover = hover[len(hover)-MaxHoverPoints:]
 	}
-	for i, pts := range lines {
-		if len(pts) == 0 {
+	lastX := math.Round(sc.x(pts[len(pts)-1].t))
+	if end := vs[len(vs)-1]; end.x < lastX {
+		vs = append(vs, vtx{lastX, end.y})
+	}
+	return vs, hover
+}
+
+// straighten drops the vertices in the middle of a horizontal or vertical
+// run.
+func straighten(vs []vtx) []vtx {
+	kept := vs[:1]
+	for j := 1; j < len(vs)-1; j++ {
+		p, v, n := kept[len(kept)-1], vs[j], vs[j+1]
+		if (p.y == v.y && v.y == n.y) || (p.x == v.x && v.x == n.x) {
 			continue
 		}
-		var b strings.Builder
-		// Values hold until the next sample: draw steps, emitting a vertex
-		// only where the value changes, and at most one change per SVG unit
-		// (the last value in that unit wins). The fragment stays small with
-		// a full hour of history.
-		type vtx struct{ x, y float64 }
-		var vs []vtx
-		// hover holds one point per value change (the last one per
-		// column), with its value and time.
-		var hover []views.HoverPoint
-		for j, p := range pts[:len(pts)-1] { // the last point only holds the value to "now"
-			px, py := math.Round(x(p.t)), y(p.v)
-			hp := views.HoverPoint{X: f1(px), Y: f1(py), Title: ids[i] + ": " + format(p.v) + " at " + clockTime(p.t)}
-			switch {
-			case j == 0:
-				vs = append(vs, vtx{px, py})
-				hover = append(hover, hp)
-			case py == vs[len(vs)-1].y:
-				continue
-			case px == vs[len(vs)-1].x:
-				// Same column: replace the value reached in this column.
-				vs[len(vs)-1].y = py
-				if len(vs) >= 2 && vs[len(vs)-2].x == px && vs[len(vs)-2].y == py {
-					vs = vs[:len(vs)-1]
-				}
-				hover[len(hover)-1] = hp
-			default:
-				vs = append(vs, vtx{px, vs[len(vs)-1].y}, vtx{px, py})
-				hover = append(hover, hp)
-			}
-		}
-		if len(hover) > MaxHoverPoints {
-			hover = hover[len(hover)-MaxHoverPoints:]
-		}
-		lastX := math.Round(x(now))
-		if end := vs[len(vs)-1]; end.x < lastX {
-			vs = append(vs, vtx{lastX, end.y})
-		}
-		// Drop vertices in the middle of a horizontal or vertical run.
-		kept := vs[:1]
-		for j := 1; j < len(vs)-1; j++ {
-			p, v, n := kept[len(kept)-1], vs[j], vs[j+1]
-			if (p.y == v.y && v.y == n.y) || (p.x == v.x && v.x == n.x) {
-				continue
-			}
-			kept = append(kept, v)
-		}
-		if len(vs) > 1 {
-			kept = append(kept, vs[len(vs)-1])
-		}
-		vs = kept
-		for j, v := range vs {
-			if j > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(f1(v.x) + "," + f1(v.y))
-		}
-		last := pts[len(pts)-1]
-		c.Lines = append(c.Lines, views.Polyline{
-			Name: ids[i], Color: colorOf(i), Points: b.String(),
-			LastX: f1(x(last.t)), LastY: f1(y(last.v)), LastTitle: ids[i] + ": " + format(last.v) + " now",
-			Hover: hover,
-		})
+		kept = append(kept, v)
 	}
-	c.Empty = len(c.Lines) == 0
+	if len(vs) > 1 {
+		kept = append(kept, vs[len(vs)-1])
+	}
+	return kept
+}
+
+// svgPoints is the points attribute of a polyline through vs.
+func svgPoints(vs []vtx) string {
+	var b strings.Builder
+	for j, v := range vs {
+		if j > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f1(v.x) + "," + f1(v.y))
+	}
+	return b.String()
+}
+
+// ticks are the axes' labels: 0, half and the top of the values; the
+// window in fifths, ending "now".
+func (sc chartScale) ticks(now time.Time) (yTicks, xTicks []views.Tick) {
 	for _, frac := range []float64{0, 0.5, 1} {
-		v := top * frac
-		c.YTicks = append(c.YTicks, views.Tick{Pos: f1(y(v)), Label: tickLabel(v)})
+		v := sc.top * frac
+		yTicks = append(yTicks, views.Tick{Pos: f1(sc.y(v)), Label: tickLabel(v)})
 	}
-	const xTicks = 5
-	for i := 0; i <= xTicks; i++ {
-		at := from.Add(window * time.Duration(i) / xTicks)
+	const n = 5
+	for i := 0; i <= n; i++ {
+		at := sc.from.Add(sc.window * time.Duration(i) / n)
 		label := "now"
-		if i < xTicks {
+		if i < n {
 			label = "-" + strconv.FormatFloat(now.Sub(at).Minutes(), 'g', 3, 64) + "m"
 		}
-		c.XTicks = append(c.XTicks, views.Tick{Pos: f1(x(at)), Label: label})
+		xTicks = append(xTicks, views.Tick{Pos: f1(sc.x(at)), Label: label})
 	}
-	return c
+	return yTicks, xTicks
 }
 
 // chartRanges are the time ranges the charts offer: 5 and 15 minutes,

@@ -131,6 +131,30 @@ func (s *Scheduler) pass(ctx context.Context) error {
 		states = append(states, st)
 	}
 	sort.Slice(states, func(i, j int) bool { return states[i].node.Name < states[j].node.Name })
+	pending, err := s.account(ctx, pods, byName)
+	if err != nil {
+		return err
+	}
+	// Oldest first, as the default scheduler queue does for equal priority.
+	sort.Slice(pending, func(i, j int) bool {
+		if !pending[i].CreationTimestamp.Equal(&pending[j].CreationTimestamp) {
+			return pending[i].CreationTimestamp.Before(&pending[j].CreationTimestamp)
+		}
+		return pending[i].Namespace+"/"+pending[i].Name < pending[j].Namespace+"/"+pending[j].Name
+	})
+	for _, p := range pending {
+		if err := s.place(ctx, p, states); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// account subtracts every placed pod's requests from its node's room
+// (pods this scheduler bound whose binding the cache has not shown yet
+// included), starts bound pods that are still Pending, deletes pods whose
+// node is gone, and returns the pods still to be placed.
+func (s *Scheduler) account(ctx context.Context, pods []*corev1.Pod, byName map[string]*nodeState) ([]*corev1.Pod, error) {
 	var pending []*corev1.Pod
 	live := map[types.UID]bool{}
 	for _, p := range pods {
@@ -150,20 +174,8 @@ func (s *Scheduler) pass(ctx context.Context) error {
 			continue
 		}
 		delete(s.assumed, p.UID)
-		st, ok := byName[p.Spec.NodeName]
-		if !ok {
-			// The node is gone: the pod goes with it (pod GC); its owner
-			// recreates it elsewhere.
-			if err := s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("deleting pod %s/%s of vanished node %s: %w", p.Namespace, p.Name, p.Spec.NodeName, err)
-			}
-			continue
-		}
-		subtract(st.free, podRequests(p))
-		if p.Status.Phase == corev1.PodPending {
-			if err := s.start(ctx, p); err != nil {
-				return err
-			}
+		if err := s.accountBound(ctx, p, byName[p.Spec.NodeName]); err != nil {
+			return nil, err
 		}
 	}
 	for uid := range s.assumed {
@@ -171,35 +183,47 @@ func (s *Scheduler) pass(ctx context.Context) error {
 			delete(s.assumed, uid)
 		}
 	}
-	// Oldest first, as the default scheduler queue does for equal priority.
-	sort.Slice(pending, func(i, j int) bool {
-		if !pending[i].CreationTimestamp.Equal(&pending[j].CreationTimestamp) {
-			return pending[i].CreationTimestamp.Before(&pending[j].CreationTimestamp)
+	return pending, nil
+}
+
+// accountBound handles a pod bound to a node (st; nil when the node is
+// gone).
+func (s *Scheduler) accountBound(ctx context.Context, p *corev1.Pod, st *nodeState) error {
+	if st == nil {
+		// The node is gone: the pod goes with it (pod GC); its owner
+		// recreates it elsewhere.
+		if err := s.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting pod %s/%s of vanished node %s: %w", p.Namespace, p.Name, p.Spec.NodeName, err)
 		}
-		return pending[i].Namespace+"/"+pending[i].Name < pending[j].Namespace+"/"+pending[j].Name
-	})
-	for _, p := range pending {
-		target, reason := choose(p, states)
-		if target == nil {
-			if err := s.markUnschedulable(ctx, p, fmt.Sprintf("0/%d nodes are available: %s.", len(states), reason)); err != nil {
-				return err
-			}
-			continue
-		}
-		err := s.client.CoreV1().Pods(p.Namespace).Bind(ctx, &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
-			Target:     corev1.ObjectReference{Kind: "Node", Name: target.node.Name},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				continue // deleted or bound meanwhile; the next pass sees it
-			}
-			return fmt.Errorf("binding pod %s/%s to %s: %w", p.Namespace, p.Name, target.node.Name, err)
-		}
-		subtract(target.free, podRequests(p))
-		s.assumed[p.UID] = target.node.Name
-		s.log.Debug("Pod scheduled", "pod", p.Namespace+"/"+p.Name, "node", target.node.Name)
+		return nil
 	}
+	subtract(st.free, podRequests(p))
+	if p.Status.Phase == corev1.PodPending {
+		return s.start(ctx, p)
+	}
+	return nil
+}
+
+// place binds pending pod p to the node with the most room it fits on, or
+// marks it unschedulable with the reason.
+func (s *Scheduler) place(ctx context.Context, p *corev1.Pod, states []*nodeState) error {
+	target, reason := choose(p, states)
+	if target == nil {
+		return s.markUnschedulable(ctx, p, fmt.Sprintf("0/%d nodes are available: %s.", len(states), reason))
+	}
+	err := s.client.CoreV1().Pods(p.Namespace).Bind(ctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: target.node.Name},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil // deleted or bound meanwhile; the next pass sees it
+		}
+		return fmt.Errorf("binding pod %s/%s to %s: %w", p.Namespace, p.Name, target.node.Name, err)
+	}
+	subtract(target.free, podRequests(p))
+	s.assumed[p.UID] = target.node.Name
+	s.log.Debug("Pod scheduled", "pod", p.Namespace+"/"+p.Name, "node", target.node.Name)
 	return nil
 }
 

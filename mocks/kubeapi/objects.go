@@ -25,56 +25,22 @@ func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 func (s *Server) create(res Resource, namespace string, obj object) (object, error) {
 	gr := res.GVR().GroupResource()
 	md := metadata(obj)
-	if ns, _ := md["namespace"].(string); ns != "" && namespace != "" && ns != namespace {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the request (%s)", ns, namespace))
+	namespace, err := placeObject(res, namespace, md)
+	if err != nil {
+		return nil, err
 	}
-	if res.Namespaced {
-		if namespace == "" {
-			namespace, _ = md["namespace"].(string)
-		}
-		if namespace == "" {
-			return nil, apierrors.NewBadRequest("a namespaced object needs a namespace")
-		}
-		md["namespace"] = namespace
-	} else {
-		namespace = ""
-		delete(md, "namespace")
+	name, err := nameObject(res, md)
+	if err != nil {
+		return nil, err
 	}
-	name, _ := md["name"].(string)
-	if name == "" {
-		if gen, _ := md["generateName"].(string); gen != "" {
-			name = gen + strings.ToLower(newUID()[:5])
-			md["name"] = name
-		}
-	}
-	if name == "" {
-		return nil, apierrors.NewInvalid(schema.GroupKind{Group: res.Group, Kind: res.Kind}, "", nil)
-	}
-	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 && res.Resource != "nodes" {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("metadata.name %q is invalid: %s", name, strings.Join(errs, "; ")))
-	}
-	var crdResources []Resource
-	if gr.Group == "apiextensions.k8s.io" && gr.Resource == "customresourcedefinitions" {
-		var err error
-		if crdResources, err = resourcesFromCRD(obj); err != nil {
-			return nil, apierrors.NewBadRequest("CustomResourceDefinition " + name + ": " + err.Error())
-		}
-		markCRDEstablished(obj, s.opts.Now())
-	}
-	if gr.Resource == "pods" && gr.Group == "" {
-		status, _ := obj["status"].(map[string]any)
-		if status == nil {
-			status = map[string]any{}
-			obj["status"] = status
-		}
-		if _, ok := status["phase"]; !ok {
-			status["phase"] = "Pending"
-		}
+	crdResources, err := s.defaultObject(gr, name, obj)
+	if err != nil {
+		return nil, err
 	}
 
 	s.store.mu.Lock()
 	defer s.store.mu.Unlock()
-	if res.Namespaced && !(gr.Group == "" && gr.Resource == "namespaces") {
+	if res.Namespaced && (gr.Group != "" || gr.Resource != "namespaces") {
 		if _, ok := s.store.objects[schema.GroupResource{Resource: "namespaces"}][key("", namespace)]; !ok {
 			return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, namespace)
 		}
@@ -103,6 +69,71 @@ func (s *Server) create(res Resource, namespace string, obj object) (object, err
 		s.mu.Unlock()
 	}
 	return obj, nil
+}
+
+// placeObject settles a new object's namespace from the request's and its
+// metadata's, as the apiserver does: they must agree, a namespaced object
+// needs one, a cluster-scoped object has none.
+func placeObject(res Resource, namespace string, md map[string]any) (string, error) {
+	if ns, _ := md["namespace"].(string); ns != "" && namespace != "" && ns != namespace {
+		return "", apierrors.NewBadRequest(fmt.Sprintf("the namespace of the object (%s) does not match the namespace on the request (%s)", ns, namespace))
+	}
+	if !res.Namespaced {
+		delete(md, "namespace")
+		return "", nil
+	}
+	if namespace == "" {
+		namespace, _ = md["namespace"].(string)
+	}
+	if namespace == "" {
+		return "", apierrors.NewBadRequest("a namespaced object needs a namespace")
+	}
+	md["namespace"] = namespace
+	return namespace, nil
+}
+
+// nameObject returns a new object's name (generated from generateName when
+// it has none) after checking it is a DNS subdomain (nodes excepted).
+func nameObject(res Resource, md map[string]any) (string, error) {
+	name, _ := md["name"].(string)
+	if name == "" {
+		if gen, _ := md["generateName"].(string); gen != "" {
+			name = gen + strings.ToLower(newUID()[:5])
+			md["name"] = name
+		}
+	}
+	if name == "" {
+		return "", apierrors.NewInvalid(schema.GroupKind{Group: res.Group, Kind: res.Kind}, "", nil)
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 && res.Resource != "nodes" {
+		return "", apierrors.NewBadRequest(fmt.Sprintf("metadata.name %q is invalid: %s", name, strings.Join(errs, "; ")))
+	}
+	return name, nil
+}
+
+// defaultObject applies what the apiserver sets on kinds the simulation
+// serves specially: a CRD is established at once (its resources are
+// returned, to be served once it is stored), a pod starts Pending.
+func (s *Server) defaultObject(gr schema.GroupResource, name string, obj object) ([]Resource, error) {
+	switch {
+	case gr.Group == "apiextensions.k8s.io" && gr.Resource == "customresourcedefinitions":
+		crdResources, err := resourcesFromCRD(obj)
+		if err != nil {
+			return nil, apierrors.NewBadRequest("CustomResourceDefinition " + name + ": " + err.Error())
+		}
+		markCRDEstablished(obj, s.opts.Now())
+		return crdResources, nil
+	case gr.Group == "" && gr.Resource == "pods":
+		status, _ := obj["status"].(map[string]any)
+		if status == nil {
+			status = map[string]any{}
+			obj["status"] = status
+		}
+		if _, ok := status["phase"]; !ok {
+			status["phase"] = "Pending"
+		}
+	}
+	return nil, nil
 }
 
 // markCRDEstablished sets the conditions a real apiserver sets once a CRD

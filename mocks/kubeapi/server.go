@@ -274,78 +274,80 @@ rest:
 	return req, nil
 }
 
+// dispatch serves one resource request by its method.
 func (s *Server) dispatch(w http.ResponseWriter, r *http.Request, req request) {
-	q := r.URL.Query()
 	switch r.Method {
 	case http.MethodGet:
-		switch {
-		case req.name != "" && req.subresource == "":
-			s.handleGet(w, req)
-		case req.name != "":
-			s.handleGet(w, req) // status subresource reads the whole object
-		case q.Get("watch") == "true" || q.Get("watch") == "1":
-			s.handleWatch(w, r, req)
-		default:
-			s.handleList(w, r, req)
-		}
+		s.handleRead(w, r, req)
 	case http.MethodPost:
-		if req.subresource == "binding" {
-			s.handleBinding(w, r, req)
-			return
-		}
-		if req.name != "" {
-			writeStatus(w, apierrors.NewMethodNotSupported(req.res.GVR().GroupResource(), "POST on a named object"))
-			return
-		}
-		obj, err := s.readObject(r)
-		if err != nil {
-			writeStatus(w, err)
-			return
-		}
-		created, err := s.create(req.res, req.namespace, obj)
-		if err != nil {
-			writeStatus(w, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, created)
+		s.handleCreate(w, r, req)
 	case http.MethodPut:
 		obj, err := s.readObject(r)
 		if err != nil {
 			writeStatus(w, err)
 			return
 		}
-		updated, err := s.update(req, obj)
-		if err != nil {
-			writeStatus(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, updated)
+		answer(w, http.StatusOK)(s.update(req, obj))
 	case http.MethodPatch:
 		body, err := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 		if err != nil {
 			writeStatus(w, apierrors.NewBadRequest("reading body: "+err.Error()))
 			return
 		}
-		patched, err := s.patch(req, r.Header.Get("Content-Type"), body)
-		if err != nil {
-			writeStatus(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, patched)
+		answer(w, http.StatusOK)(s.patch(req, r.Header.Get("Content-Type"), body))
 	case http.MethodDelete:
 		if req.name == "" {
 			s.handleDeleteCollection(w, r, req)
 			return
 		}
-		obj, err := s.delete(req.res, req.namespace, req.name)
+		answer(w, http.StatusOK)(s.delete(req.res, req.namespace, req.name))
+	default:
+		writeStatus(w, apierrors.NewMethodNotSupported(req.res.GVR().GroupResource(), r.Method))
+	}
+}
+
+// answer returns a function writing an operation's result: the object with
+// status code, or the error as a Status.
+func answer(w http.ResponseWriter, code int) func(object, error) {
+	return func(obj object, err error) {
 		if err != nil {
 			writeStatus(w, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, obj)
-	default:
-		writeStatus(w, apierrors.NewMethodNotSupported(req.res.GVR().GroupResource(), r.Method))
+		writeJSON(w, code, obj)
 	}
+}
+
+// handleRead serves a GET: one object (its status subresource reads the
+// whole object), a watch, or a list.
+func (s *Server) handleRead(w http.ResponseWriter, r *http.Request, req request) {
+	q := r.URL.Query()
+	switch {
+	case req.name != "":
+		s.handleGet(w, req)
+	case q.Get("watch") == "true" || q.Get("watch") == "1":
+		s.handleWatch(w, r, req)
+	default:
+		s.handleList(w, r, req)
+	}
+}
+
+// handleCreate serves a POST: a pod's binding, or a new object.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request, req request) {
+	if req.subresource == "binding" {
+		s.handleBinding(w, r, req)
+		return
+	}
+	if req.name != "" {
+		writeStatus(w, apierrors.NewMethodNotSupported(req.res.GVR().GroupResource(), "POST on a named object"))
+		return
+	}
+	obj, err := s.readObject(r)
+	if err != nil {
+		writeStatus(w, err)
+		return
+	}
+	answer(w, http.StatusCreated)(s.create(req.res, req.namespace, obj))
 }
 
 func (s *Server) handleGet(w http.ResponseWriter, req request) {
