@@ -32,7 +32,7 @@ type cluster struct {
 	n   atomic.Int64
 }
 
-func (c *cluster) namespace(t *testing.T) string {
+func (c *cluster) namespace(t testing.TB) string {
 	t.Helper()
 	name := fmt.Sprintf("store-%d", c.n.Add(1))
 	_, err := c.cs.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
@@ -42,7 +42,7 @@ func (c *cluster) namespace(t *testing.T) string {
 	return name
 }
 
-func (c *cluster) open(t *testing.T, ns string, mod ...func(*Options)) *Store {
+func (c *cluster) open(t testing.TB, ns string, mod ...func(*Options)) *Store {
 	t.Helper()
 	opts := Options{Namespace: ns}
 	for _, m := range mod {
