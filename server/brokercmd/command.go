@@ -129,6 +129,7 @@ API server); every acknowledged change is durable before the answer goes out.`,
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
 	f.BoolVar(&o.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the dashboard listener (behind --dashboard-token when set; CPU profiles at most ?seconds=25: the listener's write timeout is 30s)")
 	o.Limits.AddFlags(f)
+	cmd.AddCommand(newMigrateCommand())
 	o.Store.addFlags(f)
 	o.Leader.addFlags(f)
 	f.BoolVar(&o.ResetDamagedStore, "reset-damaged-store", false, "when the database in --data-dir is damaged, move it aside (broker.db.damaged-<time>) and start with an empty one instead of refusing to start; an intact database is used as it is")

@@ -108,3 +108,24 @@ func (s *Snapshot) Add(m Mutation) {
 		s.Consumers = append(s.Consumers, *m.Consumer)
 	}
 }
+
+// Puts returns the mutations that store every record of s, in Kinds order.
+func (s Snapshot) Puts() []Mutation {
+	m := make([]Mutation, 0, len(s.Reservations)+len(s.Instructions)+len(s.Credentials)+len(s.Advertisements)+len(s.Consumers))
+	for _, r := range s.Reservations {
+		m = append(m, PutReservation(r))
+	}
+	for _, in := range s.Instructions {
+		m = append(m, PutInstruction(in))
+	}
+	for _, c := range s.Credentials {
+		m = append(m, PutCredential(c))
+	}
+	for _, a := range s.Advertisements {
+		m = append(m, PutAdvertisement(a))
+	}
+	for _, c := range s.Consumers {
+		m = append(m, PutConsumer(c))
+	}
+	return m
+}

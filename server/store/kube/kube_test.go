@@ -6,18 +6,24 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	brokercrds "github.com/federation-autoscaler/federation-autoscaler/deploy/crds/broker"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
@@ -370,4 +376,75 @@ func mustQuantity(t *testing.T, s string) resource.Quantity {
 		t.Fatal(err)
 	}
 	return q
+}
+
+// testManifestRoleSuffices runs the store and the leader Lease as the HA
+// manifests' ServiceAccount, with only the Role they grant it.
+func testManifestRoleSuffices(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	const ns = "federation-autoscaler"
+	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(testbin.RepoRoot(), "deploy", "manifests", "central", "ha", "broker-ha.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		var head struct{ Kind string }
+		if err := yaml.Unmarshal([]byte(doc), &head); err != nil {
+			t.Fatal(err)
+		}
+		switch head.Kind {
+		case "Role":
+			var r rbacv1.Role
+			mustDecode(t, doc, &r)
+			_, err = c.cs.RbacV1().Roles(ns).Create(ctx, &r, metav1.CreateOptions{})
+		case "RoleBinding":
+			var rb rbacv1.RoleBinding
+			mustDecode(t, doc, &rb)
+			_, err = c.cs.RbacV1().RoleBindings(ns).Create(ctx, &rb, metav1.CreateOptions{})
+		default:
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	sa := rest.CopyConfig(c.cfg)
+	sa.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":broker"}
+	asSA := &cluster{cfg: sa, cs: kubernetes.NewForConfigOrDie(sa)}
+	s := asSA.open(t, ns, func(o *Options) { o.PartBytes = 600 })
+	mustLoad(t, s)
+	mustApply(t, s, store.PutReservation(res("r1", api.PhasePending)), store.PutReservation(res("r2", api.PhasePending)),
+		store.PutCredential(store.Credential{ConsumerID: "c1", ProviderID: "p1", Kubeconfig: "K"}),
+		store.PutInstruction(store.Instruction{ID: "gk.c1.p1", Kind: api.KindGenerateKubeconfig, TargetID: "p1"}),
+		store.PutAdvertisement(store.Advertisement{Request: api.AdvertisementRequest{ClusterID: "p1"}}),
+		store.PutConsumer(store.Consumer{Heartbeat: api.HeartbeatRequest{ClusterID: "c1"}}))
+	mustApply(t, s, store.Delete(store.KindReservation, "r1"), store.Delete(store.KindCredential, "c1.p1"), store.Delete(store.KindInstruction, "gk.c1.p1"))
+	if got := phases(mustLoad(t, s)); !reflect.DeepEqual(got, map[string]api.Phase{"r2": api.PhasePending}) {
+		t.Fatalf("as the ServiceAccount: %v", got)
+	}
+	leases := asSA.cs.CoordinationV1().Leases(ns)
+	l, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "federation-autoscaler-broker"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating the Lease as the ServiceAccount: %v", err)
+	}
+	if l, err = leases.Get(ctx, l.Name, metav1.GetOptions{}); err == nil {
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("renewing the Lease as the ServiceAccount: %v", err)
+	}
+	// And nothing beyond its namespace.
+	if _, err := asSA.cs.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{}); err == nil {
+		t.Error("the broker's ServiceAccount can list Secrets outside its namespace")
+	}
+}
+
+func mustDecode(t *testing.T, doc string, into any) {
+	t.Helper()
+	if err := yaml.UnmarshalStrict([]byte(doc), into); err != nil {
+		t.Fatal(err)
+	}
 }
