@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ func TestFailoverUnderChurn(t *testing.T) {
 	})
 	url := &switchable{}
 	url.set(apiURLs(procs)...)
-	leader := waitLeader(t, procs)
+	waitLeader(t, procs)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -52,22 +53,44 @@ func TestFailoverUnderChurn(t *testing.T) {
 	var takeovers []time.Duration
 	for range kills {
 		time.Sleep(time.Duration(200+rng.IntN(1500)) * time.Millisecond) // a random moment to kill at
+		// A leader that could not renew its Lease in time (a starved
+		// machine) exits by design: replace such replicas first.
+		procs = replaceExited(t, procs, args)
+		url.set(apiURLs(procs)...)
+		leader := waitLeader(t, procs)
 		killed := time.Now()
-		leader.kill(t)
+		_ = leader.cmd.Process.Signal(syscall.SIGKILL)
+		<-leader.exited
 		procs = slices.DeleteFunc(procs, func(pr *process) bool { return pr == leader })
 		takeovers = append(takeovers, firstWrite(t, probe, procs, killed))
 		// The replacement joins as a standby.
 		procs = append(procs, launchBroker(t, args...))
 		url.set(apiURLs(procs)...)
-		leader = waitLeader(t, procs)
 	}
 	cancel()
 	wg.Wait()
+	leader := waitLeader(t, replaceExited(t, procs, args))
 	sorted := slices.Clone(takeovers)
 	slices.Sort(sorted)
 	t.Logf("takeover (leader SIGKILLed → first write served) over %d kills: p50 %s, max %s, all %v",
 		len(sorted), sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), takeovers)
 	verifyAcked(t, p, leader, l, consumers)
+}
+
+// replaceExited starts a new replica for each one that has exited.
+func replaceExited(t *testing.T, procs []*process, args []string) []*process {
+	t.Helper()
+	out := procs[:0]
+	for _, pr := range procs {
+		select {
+		case err := <-pr.exited:
+			t.Logf("replica %s exited by itself (%v); starting another", pr.apiAddr, err)
+			out = append(out, launchBroker(t, args...))
+		default:
+			out = append(out, pr)
+		}
+	}
+	return out
 }
 
 func apiURLs(procs []*process) []string {

@@ -91,6 +91,7 @@ func TestKubernetesStore(t *testing.T) {
 		"StaleWriterNeverOverwrites": testStaleWriterNeverOverwrites,
 		"PrinterColumns":             testPrinterColumns,
 		"LargeBatchInParts":          testLargeBatchInParts,
+		"ManifestRoleSuffices":       testManifestRoleSuffices,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, c) })
 	}
