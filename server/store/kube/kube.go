@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +39,12 @@ import (
 
 // DefaultWorkers is the default of Options.Workers.
 const DefaultWorkers = 16
+
+// DefaultRequestTimeout bounds each API request of the store when the
+// rest.Config sets no Timeout: a hung API server fails a commit (the
+// broker's callers get an error they retry) instead of stopping the
+// broker's committer for good.
+const DefaultRequestTimeout = 10 * time.Second
 
 // loadAttempts bounds how often Load retries when the head moves while it
 // lists the records (another broker is committing).
@@ -111,6 +118,10 @@ func Open(cfg *rest.Config, opts Options) (*Store, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
+	}
+	cfg = rest.CopyConfig(cfg)
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultRequestTimeout
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
