@@ -60,7 +60,7 @@ func TestFailoverUnderChurn(t *testing.T) {
 		leader := waitLeader(t, procs)
 		killed := time.Now()
 		_ = leader.cmd.Process.Signal(syscall.SIGKILL)
-		<-leader.exited
+		t.Logf("leader %s killed: %v", leader.apiAddr, <-leader.exited)
 		procs = slices.DeleteFunc(procs, func(pr *process) bool { return pr == leader })
 		takeovers = append(takeovers, firstWrite(t, probe, procs, killed))
 		// The replacement joins as a standby.

@@ -110,7 +110,7 @@ func (js journalStore) readHead(ctx context.Context) (head, error) {
 		return head{}, fmt.Errorf("reading the journal head Secret %s/%s: %w", js.namespace, HeadName, err)
 	}
 	if s.Type != SecretTypeJournal {
-		return head{}, fmt.Errorf("Secret %s/%s has type %q, not the journal's %q: it is not this store's; move it away", js.namespace, HeadName, s.Type, SecretTypeJournal)
+		return head{}, fmt.Errorf("the Secret %s/%s has type %q, not the journal's %q: it is not this store's; move it away", js.namespace, HeadName, s.Type, SecretTypeJournal)
 	}
 	var j journal
 	if err := json.Unmarshal(s.Data[journalDataKey], &j); err != nil {
