@@ -69,12 +69,22 @@ func TestFailoverUnderChurn(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	leader := waitLeader(t, replaceExited(t, procs, args))
+	procs = replaceExited(t, procs, args)
+	leader := waitLeader(t, procs)
 	sorted := slices.Clone(takeovers)
 	slices.Sort(sorted)
 	t.Logf("takeover (leader SIGKILLed → first write served) over %d kills: p50 %s, max %s, all %v",
 		len(sorted), sorted[len(sorted)/2].Round(time.Millisecond), sorted[len(sorted)-1].Round(time.Millisecond), takeovers)
 	verifyAcked(t, p, leader, l, consumers)
+
+	// A graceful stop (a rollout) releases the Lease: the handover does not
+	// wait for it to expire.
+	stopped := time.Now()
+	if err := leader.stop(t); err != nil {
+		t.Errorf("graceful stop of the leader: %v", err)
+	}
+	procs = slices.DeleteFunc(procs, func(pr *process) bool { return pr == leader })
+	t.Logf("handover after SIGTERM (stop → first write served): %s", firstWrite(t, probe, procs, stopped).Round(time.Millisecond))
 }
 
 // replaceExited starts a new replica for each one that has exited.
