@@ -122,8 +122,15 @@ func runElected(ctx context.Context, o Options, log *slog.Logger) error {
 		LeaseDuration: o.Leader.LeaseDuration, RenewDeadline: o.Leader.RenewDeadline, RetryPeriod: o.Leader.RetryPeriod,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { close(elected) },
-			OnStoppedLeading: func() { lost.Store(true); runCancel() },
-			OnNewLeader:      func(leader string) { log.Info("Broker leader", "leader", leader, "self", leader == id) },
+			OnStoppedLeading: func() {
+				// Also called when this replica gives the Lease up (leCancel
+				// after Run); only a renewal failure is a loss.
+				if leCtx.Err() == nil {
+					lost.Store(true)
+					runCancel()
+				}
+			},
+			OnNewLeader: func(leader string) { log.Info("Broker leader", "leader", leader, "self", leader == id) },
 		},
 	})
 	if err != nil {
