@@ -217,3 +217,42 @@ func readTarEntry(t *testing.T, path, name string) string {
 		}
 	}
 }
+
+// TestCentralHA: central-up.sh --ha deploys the highly available broker:
+// its CRDs, two replicas electing a leader, a PodDisruptionBudget, and a
+// ServiceAccount that may use its records, Secrets and Lease in its
+// namespace only.
+func TestCentralHA(t *testing.T) {
+	c := startCluster(t)
+	dir := t.TempDir()
+	const ns = "federation-autoscaler"
+	live, _ := c.upTwice(t, dir, "central", "central-up.sh", "--host", "broker.example.org", "--ha")
+	dep := live[objKey(schema.GroupVersionKind{Group: "apps", Kind: "Deployment"}, ns, "broker")]
+	if dep == nil {
+		t.Fatal("no broker Deployment")
+	}
+	if n, _, _ := unstructured.NestedInt64(dep.Object, "spec", "replicas"); n != 2 {
+		t.Errorf("replicas %d, want 2", n)
+	}
+	args, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	if a := args[0].(map[string]any)["args"]; !strings.Contains(strings.Join(toStrings(a), " "), "--store=kubernetes --leader-elect") {
+		t.Errorf("broker args %v", a)
+	}
+	if live[objKey(schema.GroupVersionKind{Group: "policy", Kind: "PodDisruptionBudget"}, ns, "broker")] == nil {
+		t.Error("no PodDisruptionBudget")
+	}
+	if live[objKey(schema.GroupVersionKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}, "", "reservations.broker.federation-autoscaler.io")] == nil {
+		t.Error("the broker's CRDs were not applied")
+	}
+	c.checkRBAC(t, ns, "broker",
+		[][3]string{{"create", "reservations.broker.federation-autoscaler.io", ns}, {"update", "secrets", ns}, {"update", "leases.coordination.k8s.io", ns}},
+		[][3]string{{"get", "secrets", "default"}, {"list", "pods", ""}, {"create", "customresourcedefinitions.apiextensions.k8s.io", ""}})
+}
+
+func toStrings(v any) []string {
+	var out []string
+	for _, x := range v.([]any) {
+		out = append(out, x.(string))
+	}
+	return out
+}

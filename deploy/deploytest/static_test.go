@@ -174,7 +174,7 @@ func kustomize(t *testing.T, folder string) []*unstructured.Unstructured {
 	return decodeAll(t, []byte(out))
 }
 
-var folders = []string{"central", "provider", "provider/liqoctl", "consumer", "consumer/liqo-sim", "mocks", "crds"}
+var folders = []string{"central", "central/ha", "provider", "provider/liqoctl", "consumer", "consumer/liqo-sim", "mocks", "crds"}
 
 // TestManifestsStatic checks what the folders render to: labels,
 // hardening, probes, resources and pinned images on every workload; copies
@@ -267,8 +267,11 @@ func TestManifestCopies(t *testing.T) {
 	for _, src := range glob(t, filepath.Join(root, "mocks", "liqo", "crds", "*.yaml")) {
 		pairs[src] = filepath.Join(root, "deploy", "manifests", "consumer", "liqo-sim", filepath.Base(src))
 	}
-	if len(pairs) != 5 {
-		t.Fatalf("found %d CRD sources, want 2 of ours (ConsumerPolicy, VirtualNodeState) and 3 simulated Liqo ones", len(pairs))
+	for _, src := range glob(t, filepath.Join(root, "deploy", "crds", "broker", "*.yaml")) {
+		pairs[src] = filepath.Join(root, "deploy", "manifests", "central", "ha", "crds", filepath.Base(src))
+	}
+	if len(pairs) != 9 {
+		t.Fatalf("found %d CRD sources, want 2 of ours (ConsumerPolicy, VirtualNodeState), 4 of the broker's store and 3 simulated Liqo ones", len(pairs))
 	}
 	for src, dst := range pairs {
 		a, _ := os.ReadFile(src)

@@ -29,6 +29,10 @@ Options:
   --dashboard-token-file F bearer token for the dashboard (stored in Secret
                            broker-dashboard); without it the dashboard is open
                            to whoever reaches the node port
+  --ha                     apply deploy/manifests/central/ha instead: the
+                           broker's CRDs and two replicas with their state in
+                           this cluster's API server and an elected leader
+                           (no data volume; docs/operations.md)
 Join options:
   --cluster-id ID          the member cluster's id (DNS-1123 label)
   --role R                 provider or consumer
@@ -45,6 +49,7 @@ api_port=30443
 dash_port=30444
 token_file=""
 hosts=()
+base="central"
 mode="deploy"
 cluster_id=""
 role=""
@@ -63,6 +68,7 @@ while (($#)); do
     --api-node-port) fa_need_value "$@"; api_port="$2"; shift 2 ;;
     --dashboard-node-port) fa_need_value "$@"; dash_port="$2"; shift 2 ;;
     --dashboard-token-file) fa_need_value "$@"; token_file="$2"; shift 2 ;;
+    --ha) base="central/ha"; shift ;;
     --cluster-id) fa_need_value "$@"; cluster_id="$2"; shift 2 ;;
     --role) fa_need_value "$@"; role="$2"; shift 2 ;;
     --out) fa_need_value "$@"; out="$2"; shift 2 ;;
@@ -139,7 +145,7 @@ if [[ "${FA_DRY_RUN}" != true ]]; then printf '%s\n' "${broker_url}" >"${pki_dir
 
 fa_workdir
 fa_namespace_plan central
-fa_overlay_begin central
+fa_overlay_begin "${base}"
 fa_overlay_patch Service broker "- op: replace
   path: /spec/ports/0/nodePort
   value: ${api_port}

@@ -19,7 +19,8 @@ func TestHelp(t *testing.T) {
 	}
 	for _, flag := range []string{"--pki-dir", "--data-dir", "--listen", "--dashboard-listen", "--allow-legacy-certs",
 		"--reservation-lease", "--provider-stale-after", "--rate-limit-burst", "--rate-limit-rps", "--chunk-config", "--dashboard-token",
-		"--max-conns", "--max-conns-per-ip", "--handshake-timeout", "--reset-damaged-store"} {
+		"--max-conns", "--max-conns-per-ip", "--handshake-timeout", "--reset-damaged-store",
+		"--store", "--kubeconfig", "--namespace", "--kube-api-qps", "--kube-api-burst"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("--help does not document %s", flag)
 		}
@@ -42,6 +43,9 @@ func TestBadFlags(t *testing.T) {
 		{"no pki dir", nil, []string{"broker", "--data-dir", empty}, "--pki-dir is required"},
 		{"pki dir without files", nil, []string{"broker", "--pki-dir", empty, "--data-dir", empty}, "federation-autoscaler pki init --dir " + empty},
 		{"no data dir", nil, []string{"broker", "--pki-dir", pkiDir}, "--data-dir is required"},
+		{"unknown store", nil, []string{"broker", "--pki-dir", pkiDir, "--store", "sqlite"}, `--store "sqlite": want bolt or kubernetes`},
+		{"zero kube qps", nil, []string{"broker", "--pki-dir", pkiDir, "--store", "kubernetes", "--kube-api-qps", "0"}, "--kube-api-qps must be > 0"},
+		{"kube store without a cluster", []string{"KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="}, []string{"broker", "--pki-dir", pkiDir, "--store", "kubernetes", "--kubeconfig", filepath.Join(empty, "missing")}, "--kubeconfig"},
 		{"bad listen", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--listen", "8443"}, `--listen "8443"`},
 		{"bad duration", nil, []string{"broker", "--reservation-lease", "soon"}, "--reservation-lease"},
 		{"short token", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--dashboard-token", "short"}, "--dashboard-token is 5 characters"},

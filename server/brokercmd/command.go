@@ -29,7 +29,6 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
 	"github.com/federation-autoscaler/federation-autoscaler/server/rest"
-	"github.com/federation-autoscaler/federation-autoscaler/server/store/bolt"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
 )
@@ -68,6 +67,10 @@ type Options struct {
 	// ResetDamagedStore moves a damaged database aside and starts empty
 	// instead of refusing to start.
 	ResetDamagedStore bool
+	// Store chooses the store (--store bolt|kubernetes and its flags).
+	Store StoreOptions
+	// Leader runs the broker as one of several replicas (--leader-elect).
+	Leader LeaderOptions
 	// Pprof serves Go's profiles under /debug/pprof/ on the dashboard
 	// listener, behind --dashboard-token when set (--pprof).
 	Pprof bool
@@ -93,8 +96,9 @@ func NewCommand(mounts ...ops.Mount) *cobra.Command {
 		Long: `Run the broker: the federation's control plane. It serves the Broker API v1
 on --listen over mTLS (client certificates from 'federation-autoscaler pki join'),
 and health, readiness, metrics, the overview and the dashboard on
---dashboard-listen over plain HTTP. State lives in a bbolt file in --data-dir;
-every acknowledged change is on disk before the answer goes out.`,
+--dashboard-listen over plain HTTP. State lives in a bbolt file in --data-dir
+(or, with --store kubernetes, in custom resources and Secrets of a Kubernetes
+API server); every acknowledged change is durable before the answer goes out.`,
 		Example: `  federation-autoscaler pki init --dir /etc/fa/pki --host broker.example.org
   federation-autoscaler broker --pki-dir /etc/fa/pki --data-dir /var/lib/fa`,
 		Args: cobra.NoArgs,
@@ -108,7 +112,7 @@ every acknowledged change is on disk before the answer goes out.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.PKIDir, "pki-dir", "", "directory with ca.crt, broker.crt and broker.key (made by 'pki init') (required)")
-	f.StringVar(&o.DataDir, "data-dir", "", "directory of the broker's database (created if missing) (required)")
+	f.StringVar(&o.DataDir, "data-dir", "", "directory of the broker's database (created if missing) (required with --store bolt)")
 	f.StringVar(&o.Listen, "listen", ":8443", "address of the Broker API (mTLS)")
 	f.StringVar(&o.DashboardListen, "dashboard-listen", DefaultDashboardListen, "address of the dashboard listener (plain HTTP: health, readiness, metrics, overview, dashboard); loopback by default, e.g. :9444 for every interface (then set --dashboard-token); empty disables it")
 	f.BoolVar(&o.AllowLegacyCerts, "allow-legacy-certs", false, "accept client certificates without a role (the reference broker's) for both roles")
@@ -125,6 +129,9 @@ every acknowledged change is on disk before the answer goes out.`,
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
 	f.BoolVar(&o.Pprof, "pprof", false, "serve Go's runtime profiles under /debug/pprof/ on the dashboard listener (behind --dashboard-token when set; CPU profiles at most ?seconds=25: the listener's write timeout is 30s)")
 	o.Limits.AddFlags(f)
+	cmd.AddCommand(newMigrateCommand())
+	o.Store.addFlags(f)
+	o.Leader.addFlags(f)
 	f.BoolVar(&o.ResetDamagedStore, "reset-damaged-store", false, "when the database in --data-dir is damaged, move it aside (broker.db.damaged-<time>) and start with an empty one instead of refusing to start; an intact database is used as it is")
 	return cmd
 }
@@ -181,9 +188,8 @@ func (o *Options) placeErrors() []error {
 			}
 		}
 	}
-	if o.DataDir == "" {
-		errs = append(errs, errors.New("--data-dir is required: the directory that holds the broker's database"))
-	}
+	errs = append(errs, o.Store.errors(o.DataDir)...)
+	errs = append(errs, o.Leader.errors(o.Store.Backend)...)
 	if o.Listen == "" {
 		errs = append(errs, errors.New("--listen must not be empty, e.g. :8443"))
 	} else if _, _, err := net.SplitHostPort(o.Listen); err != nil {
@@ -284,6 +290,9 @@ func pprofMount(on bool) []ops.Mount {
 // Run serves the broker until ctx ends (graceful shutdown) or a listener
 // fails (an error).
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	if o.Leader.Enabled && !o.Leader.elected {
+		return runElected(ctx, o, log)
+	}
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -298,7 +307,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 	}
 	ready := &ops.Readiness{}
-	svc, st, err := openService(o, chunks, log)
+	svc, hist, err := openService(o, chunks, log)
 	if err != nil {
 		return err
 	}
@@ -348,7 +357,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	log.Info("Broker API listening (mTLS)", "addr", srv.apiLn.Addr().String(), "allowLegacyCerts", o.AllowLegacyCerts,
 		"maxConns", lim.MaxConns, "maxConnsPerIP", lim.MaxConnsPerIP, "handshakeTimeout", lim.HandshakeTimeout)
 
-	if err := srv.serveDashboard(base, o, svc, st, reg, ready, log); err != nil {
+	if err := srv.serveDashboard(base, o, svc, hist, reg, ready, log); err != nil {
 		cancel()
 		srv.shutdown(log)
 		<-runDone
@@ -379,25 +388,12 @@ func loadTLS(dir string, log *slog.Logger) (*tls.Config, error) {
 	return tlsCfg, nil
 }
 
-// openService opens the store in --data-dir (a damaged one is refused with
-// what to do, or moved aside with --reset-damaged-store) and loads the
-// domain from it. The store also keeps the dashboard's history.
-func openService(o Options, chunks placement.ChunkConfig, log *slog.Logger) (*reservations.Service, *bolt.Store, error) {
-	st, err := bolt.Open(o.DataDir, bolt.Options{
-		ResetDamaged: o.ResetDamagedStore,
-		OnReset: func(movedTo string, cause *bolt.DamagedError) {
-			log.Warn("The store was damaged: moved it aside and starting with an empty one (--reset-damaged-store); "+
-				"agents re-advertise and heartbeat within seconds, reservations and credentials it held are gone",
-				"movedTo", movedTo, "damage", cause.Reason)
-		},
-	})
-	var damaged *bolt.DamagedError
-	if errors.As(err, &damaged) {
-		return nil, nil, fmt.Errorf("--data-dir: %w. Nothing was changed. Restore %s from a backup (see docs/operations.md, "+
-			"\"Data directory and backup\"), or start once with --reset-damaged-store to move it aside and start with an empty store", err, damaged.Path)
-	}
+// openService opens the store (--store) and loads the domain from it. The
+// history store keeps the dashboard's history (nil: in memory only).
+func openService(o Options, chunks placement.ChunkConfig, log *slog.Logger) (*reservations.Service, web.HistoryStore, error) {
+	st, hist, err := openStore(o, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("--data-dir: %w", err)
+		return nil, nil, err
 	}
 	svc, err := reservations.New(reservations.Config{
 		Store:              st,
@@ -411,7 +407,7 @@ func openService(o Options, chunks placement.ChunkConfig, log *slog.Logger) (*re
 		_ = st.Close()
 		return nil, nil, err
 	}
-	return svc, st, nil
+	return svc, hist, nil
 }
 
 // servers are the broker's listeners and the apps serving them.

@@ -12,6 +12,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	brokercrds "github.com/federation-autoscaler/federation-autoscaler/deploy/crds/broker"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/rest/resttest"
 )
@@ -40,11 +45,20 @@ func (l *ledger) ack(id string, p api.Phase) {
 // waitUnpeer is the consumer loop's step after an acknowledged release.
 const waitUnpeer api.Phase = "wait-unpeer"
 
-// switchable points clients at the current incarnation of the broker.
-type switchable struct{ url atomic.Pointer[string] }
+// switchable points clients at the current incarnations of the broker:
+// one URL, or the replicas' URLs (a client moves to the next one when an
+// answer fails, as a client of a Service reaches another pod).
+type switchable struct {
+	urls atomic.Pointer[[]string]
+	at   atomic.Uint64
+}
 
-func (s *switchable) set(u string) { s.url.Store(&u) }
-func (s *switchable) get() string  { return *s.url.Load() }
+func (s *switchable) set(u ...string) { s.urls.Store(&u) }
+func (s *switchable) get() string {
+	u := *s.urls.Load()
+	return u[s.at.Load()%uint64(len(u))]
+}
+func (s *switchable) next() { s.at.Add(1) }
 
 // agent is one member cluster's client that follows the broker across
 // restarts.
@@ -63,6 +77,7 @@ func (a *agent) do(ctx context.Context, method, path string, body any, header ..
 		if err == nil && r.Status < 500 {
 			return r, true
 		}
+		a.url.next()
 		select {
 		case <-ctx.Done():
 		case <-time.After(10 * time.Millisecond): // the broker is restarting
@@ -178,33 +193,48 @@ func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs a child broker")
 	}
+	crashRecovery(t, "--data-dir", t.TempDir())
+}
+
+// TestCrashRecoveryKubernetes is TestCrashRecovery with the state in a real
+// kube-apiserver + etcd (--store kubernetes).
+func TestCrashRecoveryKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test runs a child broker")
+	}
+	crashRecovery(t, kubeStoreArgs(t)...)
+}
+
+// kubeStoreArgs starts a real control plane with the broker's CRDs and
+// returns the flags of a Kubernetes store in a fresh namespace of it.
+func kubeStoreArgs(t *testing.T) []string {
+	t.Helper()
+	env := testcluster.Start(t)
+	if err := brokercrds.Install(context.Background(), env.Config); err != nil {
+		t.Fatal(err)
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fa-broker"}}
+	if err := env.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--store", "kubernetes", "--kubeconfig", env.Kubeconfig, "--namespace", ns.Name}
+}
+
+func crashRecovery(t *testing.T, storeArgs ...string) {
 	const (
 		kills     = 22
 		consumers = 6
 		chunks    = 10
 	)
 	p := resttest.NewPKI(t)
-	data := t.TempDir()
-	args := []string{"--pki-dir", p.Dir, "--data-dir", data, "--rate-limit-burst", "100000", "--rate-limit-rps", "100000"}
+	args := append([]string{"--pki-dir", p.Dir, "--rate-limit-burst", "100000", "--rate-limit-rps", "100000"}, storeArgs...)
 	proc := startBroker(t, args...)
 	url := &switchable{}
 	url.set("https://" + proc.apiAddr)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	l := &ledger{acked: map[string]api.Phase{}}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		providerLoop(ctx, &agent{c: p.NewClient(t, "", "prov-a", api.RoleProvider, 4), url: url}, chunks)
-	}()
-	for i := range consumers {
-		id := fmt.Sprintf("cons-%d", i)
-		a := &agent{c: p.NewClient(t, "", id, api.RoleConsumer, 4), url: url}
-		wg.Add(1)
-		go func() { defer wg.Done(); consumerLoop(ctx, t, a, id, l) }()
-	}
+	l, wg := startChurn(ctx, t, p, url, consumers, chunks)
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
 	start := time.Now()
@@ -220,12 +250,42 @@ func TestCrashRecovery(t *testing.T) {
 	wg.Wait()
 	proc.kill(t)
 	proc = startBroker(t, args...)
+	t.Logf("%d kills in %s", kills, time.Since(start).Round(time.Millisecond))
+	verifyAcked(t, p, proc, l, consumers)
+	if err := proc.stop(t); err != nil {
+		t.Errorf("graceful stop: %v", err)
+	}
+}
+
+// startChurn runs one provider (chunks chunks) and consumers consumer
+// loops against url until ctx ends; wait on the group before checking.
+func startChurn(ctx context.Context, t *testing.T, p *resttest.PKI, url *switchable, consumers, chunks int) (*ledger, *sync.WaitGroup) {
+	l := &ledger{acked: map[string]api.Phase{}}
+	wg := &sync.WaitGroup{}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		providerLoop(ctx, &agent{c: p.NewClient(t, "", "prov-a", api.RoleProvider, 4), url: url}, chunks)
+	}()
+	for i := range consumers {
+		id := fmt.Sprintf("cons-%d", i)
+		a := &agent{c: p.NewClient(t, "", id, api.RoleConsumer, 4), url: url}
+		wg.Add(1)
+		go func() { defer wg.Done(); consumerLoop(ctx, t, a, id, l) }()
+	}
+	return l, wg
+}
+
+// verifyAcked checks, on the broker proc, that every acknowledged
+// reservation is there in at least its acknowledged phase, that reserved
+// chunks equal the live reservations' chunks and that no provider is
+// overbooked.
+func verifyAcked(t *testing.T, p *resttest.PKI, proc *process, l *ledger, consumers int) {
 	byPhase := map[api.Phase]int{}
 	for _, ph := range l.acked {
 		byPhase[ph]++
 	}
-	t.Logf("%d kills in %s; %d reservations acknowledged, by last acknowledged phase: %v",
-		kills, time.Since(start).Round(time.Millisecond), len(l.acked), byPhase)
+	t.Logf("%d reservations acknowledged, by last acknowledged phase: %v", len(l.acked), byPhase)
 
 	if len(l.acked) < consumers {
 		t.Errorf("only %d reservations acknowledged: the churn did not run", len(l.acked))
@@ -287,8 +347,5 @@ func TestCrashRecovery(t *testing.T) {
 		if ad.ReservedChunks > ad.ChunkCount {
 			t.Errorf("provider %s overbooked: %d of %d", ad.ClusterID, ad.ReservedChunks, ad.ChunkCount)
 		}
-	}
-	if err := proc.stop(t); err != nil {
-		t.Errorf("graceful stop: %v", err)
 	}
 }

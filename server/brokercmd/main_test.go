@@ -50,6 +50,15 @@ var addrRE = regexp.MustCompile(`addr=(\S+)`)
 // /readyz answers 200.
 func startBroker(tb testing.TB, args ...string) *process {
 	tb.Helper()
+	p := launchBroker(tb, args...)
+	p.waitReady(tb)
+	return p
+}
+
+// launchBroker starts the broker on ephemeral loopback ports and waits until
+// it has logged both addresses (a standby replica is never ready).
+func launchBroker(tb testing.TB, args ...string) *process {
+	tb.Helper()
 	cmd := exec.Command(binary, append([]string{"broker", "--listen", "127.0.0.1:0", "--dashboard-listen", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -99,17 +108,23 @@ func startBroker(tb testing.TB, args ...string) *process {
 		err := <-p.exited
 		tb.Fatalf("broker exited before listening (%v):\n%s", err, strings.Join(p.startLogs, "\n"))
 	}
+	return p
+}
+
+// waitReady polls /readyz until it answers 200.
+func (p *process) waitReady(tb testing.TB) {
+	tb.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		resp, err := http.Get("http://" + p.dashAddr + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return p
+				return
 			}
 		}
 		if time.Now().After(deadline) {
-			_ = cmd.Process.Kill()
+			_ = p.cmd.Process.Kill()
 			tb.Fatalf("broker never became ready: %v", err)
 		}
 		time.Sleep(5 * time.Millisecond) // polling readiness

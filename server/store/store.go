@@ -7,8 +7,9 @@
 // Counters are never stored: reserved chunks are recomputed from the live
 // reservations at load, so a crash can never leave counter drift.
 //
-// Implementations: server/store/bolt (an embedded bbolt file). A Kubernetes
-// CRD backend for an HA broker is planned for a later issue.
+// Implementations: server/store/bolt (an embedded bbolt file, the default)
+// and server/store/kube (custom resources and Secrets on a Kubernetes API
+// server, for a broker whose state must outlive its machine).
 package store
 
 import (

@@ -8,7 +8,6 @@ package bolt
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -223,18 +222,7 @@ func (s *Store) Load(ctx context.Context) (store.Snapshot, error) {
 				if err != nil {
 					return fmt.Errorf("%s %q: %w", k, key, err)
 				}
-				switch k {
-				case store.KindReservation:
-					snap.Reservations = append(snap.Reservations, *m.Reservation)
-				case store.KindInstruction:
-					snap.Instructions = append(snap.Instructions, *m.Instruction)
-				case store.KindCredential:
-					snap.Credentials = append(snap.Credentials, *m.Credential)
-				case store.KindAdvertisement:
-					snap.Advertisements = append(snap.Advertisements, *m.Advertisement)
-				case store.KindConsumer:
-					snap.Consumers = append(snap.Consumers, *m.Consumer)
-				}
+				snap.Add(m)
 				return nil
 			})
 			if err != nil {
@@ -249,33 +237,19 @@ func (s *Store) Load(ctx context.Context) (store.Snapshot, error) {
 	return snap, nil
 }
 
-// EncodeRecord encodes the record of put mutation m.
+// EncodeRecord encodes the record of put mutation m: the version byte,
+// then store.MarshalRecord's JSON.
 func EncodeRecord(m Mutation) ([]byte, error) {
-	var v any
-	switch m.Kind {
-	case store.KindReservation:
-		v = m.Reservation
-	case store.KindInstruction:
-		v = m.Instruction
-	case store.KindCredential:
-		v = m.Credential
-	case store.KindAdvertisement:
-		v = m.Advertisement
-	case store.KindConsumer:
-		v = m.Consumer
-	default:
-		return nil, fmt.Errorf("encode: unknown record kind %s", m.Kind)
-	}
-	b, err := json.Marshal(v)
+	b, err := store.MarshalRecord(m)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s %q: %w", m.Kind, m.Key, err)
+		return nil, err
 	}
 	return append([]byte{recordVersion}, b...), nil
 }
 
 // DecodeRecord decodes a stored value of kind k into a put mutation. It
 // refuses unknown versions, malformed JSON and records without their key
-// fields.
+// fields (store.UnmarshalRecord).
 func DecodeRecord(k store.Kind, val []byte) (Mutation, error) {
 	if len(val) == 0 {
 		return Mutation{}, errors.New("decode: empty record")
@@ -283,43 +257,5 @@ func DecodeRecord(k store.Kind, val []byte) (Mutation, error) {
 	if val[0] != recordVersion {
 		return Mutation{}, fmt.Errorf("decode: record version %d, this broker reads %d", val[0], recordVersion)
 	}
-	body := val[1:]
-	var m Mutation
-	var err error
-	switch k {
-	case store.KindReservation:
-		m, err = decodeAs(body, store.PutReservation, func(r store.Reservation) bool { return r.ID != "" && r.ConsumerID != "" && r.ProviderID != "" },
-			"reservation without id, consumer or provider")
-	case store.KindInstruction:
-		m, err = decodeAs(body, store.PutInstruction, func(in store.Instruction) bool { return in.ID != "" && in.TargetID != "" && in.Kind != "" },
-			"instruction without id, target or kind")
-	case store.KindCredential:
-		m, err = decodeAs(body, store.PutCredential, func(c store.Credential) bool { return c.ConsumerID != "" && c.ProviderID != "" },
-			"credential without consumer or provider")
-	case store.KindAdvertisement:
-		m, err = decodeAs(body, store.PutAdvertisement, func(a store.Advertisement) bool { return a.Request.ClusterID != "" },
-			"advertisement without cluster id")
-	case store.KindConsumer:
-		m, err = decodeAs(body, store.PutConsumer, func(c store.Consumer) bool { return c.Heartbeat.ClusterID != "" },
-			"consumer without cluster id")
-	default:
-		return Mutation{}, fmt.Errorf("decode: unknown record kind %s", k)
-	}
-	if err != nil {
-		return Mutation{}, fmt.Errorf("decode %s: %w", k, err)
-	}
-	return m, nil
-}
-
-// decodeAs decodes body as a T, refuses it with missing unless complete
-// says it names what it must, and returns it as put's mutation.
-func decodeAs[T any](body []byte, put func(T) Mutation, complete func(T) bool, missing string) (Mutation, error) {
-	var v T
-	if err := json.Unmarshal(body, &v); err != nil {
-		return Mutation{}, err
-	}
-	if !complete(v) {
-		return Mutation{}, errors.New(missing)
-	}
-	return put(v), nil
+	return store.UnmarshalRecord(k, val[1:])
 }

@@ -55,26 +55,6 @@ func sample() store.Snapshot {
 	}
 }
 
-func puts(s store.Snapshot) []store.Mutation {
-	var m []store.Mutation
-	for _, r := range s.Reservations {
-		m = append(m, store.PutReservation(r))
-	}
-	for _, in := range s.Instructions {
-		m = append(m, store.PutInstruction(in))
-	}
-	for _, c := range s.Credentials {
-		m = append(m, store.PutCredential(c))
-	}
-	for _, a := range s.Advertisements {
-		m = append(m, store.PutAdvertisement(a))
-	}
-	for _, c := range s.Consumers {
-		m = append(m, store.PutConsumer(c))
-	}
-	return m
-}
-
 func load(t *testing.T, s store.Store) store.Snapshot {
 	t.Helper()
 	snap, err := s.Load(context.Background())
@@ -101,7 +81,7 @@ func testEmptyLoad(t *testing.T, open Opener) {
 
 func testRoundTrip(t *testing.T, open Opener) {
 	s := open(t)
-	if err := s.Apply(context.Background(), puts(sample())); err != nil {
+	if err := s.Apply(context.Background(), sample().Puts()); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -140,7 +120,7 @@ func testDeleteMissing(t *testing.T, open Opener) {
 
 func testInvalidBatch(t *testing.T, open Opener) {
 	s := openClose(t, open)
-	batch := append(puts(sample()), store.Mutation{Kind: store.KindReservation, Key: "x"})
+	batch := append(sample().Puts(), store.Mutation{Kind: store.KindReservation, Key: "x"})
 	if err := s.Apply(context.Background(), batch); err == nil {
 		t.Fatal("a batch with a malformed mutation was accepted")
 	}
