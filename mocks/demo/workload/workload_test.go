@@ -95,8 +95,10 @@ func TestSchedulerAndWorkload(t *testing.T) {
 		return r == 6 && u == 0 && nodes["virtual-1"] == 2, err
 	})
 
-	// A pod without the toleration never lands on the tainted node.
-	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "workload", Labels: map[string]string{workload.Label: "x"}},
+	// A pod without the toleration never lands on the tainted node. It is
+	// not the workload's (no workload label): the workload deletes pods of
+	// its label that are not its size, which raced with this check.
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "workload"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}}}
 	if _, err := c.Client().CoreV1().Pods("workload").Create(ctx, plain, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
