@@ -9,8 +9,6 @@ package console
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,44 +35,6 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 )
 
-// PollInterval is how often the provider console's Subscribe checks the
-// provider agent's state for a change (that agent exposes state, not change
-// events; the consumer agent signals its changes).
-const PollInterval = 500 * time.Millisecond
-
-// changes signals (coalesced) whenever fingerprint's answer differs from
-// the previous one, checked every interval, until ctx ends.
-func changes(ctx context.Context, interval time.Duration, fingerprint func(context.Context) string) <-chan struct{} {
-	ch := make(chan struct{}, 1)
-	go func() {
-		defer close(ch)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		last := fingerprint(ctx)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if fp := fingerprint(ctx); fp != last {
-				last = fp
-				select {
-				case ch <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return ch
-}
-
-func hash(v any) string {
-	b, _ := json.Marshal(v)
-	s := sha256.Sum256(b)
-	return string(s[:])
-}
-
 // ProviderAgent is what the provider console needs from *provider.Agent.
 type ProviderAgent interface {
 	Sharing() *provider.Store
@@ -82,6 +42,9 @@ type ProviderAgent interface {
 	// BrokerView is the broker's last view of the provider (chunks, loans)
 	// and the error of the last read.
 	BrokerView() (*api.AdvertisementSnapshot, string)
+	// Subscribe signals every change of the above (coalesced) until ctx
+	// ends.
+	Subscribe(ctx context.Context) <-chan struct{}
 }
 
 // Provider implements web.ProviderBackend over a provider agent.
@@ -195,15 +158,9 @@ func (p *Provider) ApplySharing(_ context.Context, cfg web.SharingConfig) error 
 	return p.Agent.Sharing().Apply(c)
 }
 
-// Subscribe signals when the configuration or the accepted advertisement
-// changes.
-func (p *Provider) Subscribe(ctx context.Context) <-chan struct{} {
-	return changes(ctx, PollInterval, func(context.Context) string {
-		req, resp := p.Agent.LastAdvertisement()
-		view, viewErr := p.Agent.BrokerView()
-		return hash([]any{p.Agent.Sharing().Config(), req, resp.ChunkCounts, resp.ChunkCount, view, viewErr})
-	})
-}
+// Subscribe is the agent's change signal: the console pushes when the
+// configuration, the accepted advertisement or the broker's view changes.
+func (p *Provider) Subscribe(ctx context.Context) <-chan struct{} { return p.Agent.Subscribe(ctx) }
 
 // BrokerReader reads reservations, the unmasked node groups and the
 // placement explanation from the broker (*brokerclient.Client).

@@ -34,7 +34,10 @@ type providerAgent struct {
 	resp    api.AdvertisementResponse
 	view    *api.AdvertisementSnapshot
 	viewErr string
+	sig     signal.Signal
 }
+
+func (p *providerAgent) Subscribe(ctx context.Context) <-chan struct{} { return p.sig.Subscribe(ctx) }
 
 func (p *providerAgent) BrokerView() (*api.AdvertisementSnapshot, string) { return p.view, p.viewErr }
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
+	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -108,6 +109,8 @@ type Agent struct {
 	viewErr string
 	// refresh asks Run to re-read the view (coalescing).
 	refresh chan struct{}
+	// changes signals the console after every change it shows (Subscribe).
+	changes signal.Signal
 }
 
 // New validates cfg and builds the agent.
@@ -235,6 +238,7 @@ func (a *Agent) Run(ctx context.Context) error {
 				a.cfg.Tracker.SetInput("sharing-config", nil)
 			}
 		case <-a.cfg.Sharing.Changed():
+			a.changes.Notify() // shown at once, even if the broker is away
 			a.advertise(ctx, false)
 		case <-a.cap.Changed():
 			// Group a burst of pod events into one advertisement.
@@ -409,6 +413,7 @@ func (a *Agent) advertise(ctx context.Context, force bool) {
 	a.mu.Lock()
 	a.last, a.lastResp = &req, resp
 	a.mu.Unlock()
+	a.changes.Notify()
 	a.log.Debug("Advertised", "resources", req.Resources, "chunks", resp.ChunkCount)
 	if len(resp.Instructions) > 0 {
 		a.loop.Submit(ctx, resp.Instructions)
@@ -434,6 +439,7 @@ func (a *Agent) readView(ctx context.Context) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	defer a.changes.Notify()
 	if err != nil {
 		if a.viewErr == "" {
 			a.log.Debug("Reading the broker's view of this provider failed", "err", err)
@@ -443,6 +449,12 @@ func (a *Agent) readView(ctx context.Context) {
 	}
 	a.view, a.viewErr = &snap, ""
 }
+
+// Subscribe returns a channel that receives a value (coalesced) after every
+// change of what the console shows: an accepted advertisement, a read of
+// the broker's view (or its failure), a new sharing configuration. It is
+// closed when ctx ends.
+func (a *Agent) Subscribe(ctx context.Context) <-chan struct{} { return a.changes.Subscribe(ctx) }
 
 // BrokerView returns the broker's last view of this provider (nil before
 // the first read) and the error of the last read ("" when it worked).

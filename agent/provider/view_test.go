@@ -64,11 +64,26 @@ func TestBrokerViewFollowsAdvertisementsAndInstructions(t *testing.T) {
 	if v, _ := a.BrokerView(); v != nil {
 		t.Fatalf("a view before the first read: %+v", v)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changed := a.Subscribe(ctx)
+	// signalled waits for the console's change signal: every step below
+	// changes what the console shows, so each must signal it (the console
+	// pushes on the signal; it no longer polls the agent).
+	signalled := func(what string) {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no change signal after %s", what)
+		}
+	}
 	runAgent(t, a)
 	testpoll.Until(t, 30*time.Second, "the view read after the first advertisement", func() bool {
 		v, e := a.BrokerView()
 		return v != nil && e == "" && v.Chunks[api.ChunkStandard].TotalChunks == 2 && len(v.Loans) == 0
 	})
+	signalled("the first advertisement and view")
 
 	loan := api.ProviderLoan{ReservationID: "r1", ConsumerClusterID: "consumer-1", ChunkType: api.ChunkStandard, ChunkCount: 1, Status: api.PhaseGeneratingKubeconfig}
 	b.set(api.AdvertisementSnapshot{
@@ -80,6 +95,7 @@ func TestBrokerViewFollowsAdvertisementsAndInstructions(t *testing.T) {
 		v, _ := a.BrokerView()
 		return v != nil && len(v.Loans) == 1 && v.Loans[0] == loan && v.Chunks[api.ChunkStandard].ReservedChunks == 1
 	})
+	signalled("the loan's view")
 
 	b.set(api.AdvertisementSnapshot{}, errors.New("connection refused"))
 	b.queued <- []api.InstructionView{{ID: "cl-1", Kind: api.KindCleanup, ReservationID: "r1", ConsumerClusterID: "consumer-1"}}
@@ -87,4 +103,5 @@ func TestBrokerViewFollowsAdvertisementsAndInstructions(t *testing.T) {
 		v, e := a.BrokerView()
 		return e == "connection refused" && v != nil && len(v.Loans) == 1
 	})
+	signalled("a failed view read")
 }

@@ -102,13 +102,16 @@ func (b *workloadConsumer) SetWorkload(ctx context.Context, w web.Workload) erro
 	return b.save(ctx)
 }
 
+// workloadPoll is how often a watched console checks the workload's pods.
+const workloadPoll = 500 * time.Millisecond
+
 // Subscribe adds the workload's pods to the consumer's change signal.
 func (b *workloadConsumer) Subscribe(ctx context.Context) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	inner := b.Consumer.Subscribe(ctx)
 	go func() {
 		defer close(out)
-		t := time.NewTicker(console.PollInterval)
+		t := time.NewTicker(workloadPoll)
 		defer t.Stop()
 		last := ""
 		for {
