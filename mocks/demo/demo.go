@@ -117,6 +117,9 @@ type Options struct {
 	// ProviderStaleAfter is the broker's staleness window (default the
 	// broker's, 90 s); tests shorten it.
 	ProviderStaleAfter time.Duration
+	// DisconnectGrace is the broker's disconnect grace (default the
+	// broker's, 5 min; a ConsumerPolicy may set its own).
+	DisconnectGrace time.Duration
 	// AdvertiseInterval is the providers' advertisement period (default
 	// 10 s; also sent at once on every change).
 	AdvertiseInterval time.Duration
@@ -300,6 +303,9 @@ func (o *Options) defaults() error {
 	if o.ProviderStaleAfter <= 0 {
 		o.ProviderStaleAfter = reservations.DefaultProviderStaleAfter
 	}
+	if o.DisconnectGrace <= 0 {
+		o.DisconnectGrace = reservations.DefaultDisconnectGrace
+	}
 	if o.AdvertiseInterval <= 0 {
 		o.AdvertiseInterval = 10 * time.Second
 	}
@@ -457,6 +463,7 @@ func (f *Federation) startBroker(ctx context.Context, o Options, pkiDir, brokerD
 	bo := brokercmd.Options{
 		PKIDir: pkiDir, DataDir: brokerDir, Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
 		ReservationLease: reservations.DefaultReservationLease, ProviderStaleAfter: o.ProviderStaleAfter,
+		DisconnectGrace: o.DisconnectGrace,
 		// One consumer runs CA loops every scan interval here; the default
 		// per-certificate limit is sized for real CA's 10 s.
 		RateLimitBurst: 200, RateLimitRPS: 100,

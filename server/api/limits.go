@@ -50,6 +50,9 @@ const (
 	MaxTextLength = 256
 	// MaxPercent is the highest capacityScalePercent.
 	MaxPercent = 100
+	// MaxDisconnectGraceSeconds is the longest disconnect grace a consumer
+	// may ask for (lifecycle.disconnectGraceSeconds): one day.
+	MaxDisconnectGraceSeconds = 86400
 )
 
 // maxShownValue bounds how much of a refused string an error echoes.
@@ -290,6 +293,18 @@ func (p *Placement) Check(field string) *FieldError {
 		return nil
 	}
 	return p.Weights.Check(join(field, "weights"))
+}
+
+// Check checks the lifecycle settings: disconnectGraceSeconds from 0 to
+// MaxDisconnectGraceSeconds.
+func (l *Lifecycle) Check(field string) *FieldError {
+	if l == nil || l.DisconnectGraceSeconds == nil {
+		return nil
+	}
+	if g := *l.DisconnectGraceSeconds; g < 0 || g > MaxDisconnectGraceSeconds {
+		return fieldErr(join(field, "disconnectGraceSeconds"), showInt(int64(g)), "from 0 to "+strconv.Itoa(MaxDisconnectGraceSeconds)+" seconds")
+	}
+	return nil
 }
 
 // Check checks the sharing rules: at most MaxSharingConsumers cluster ids per

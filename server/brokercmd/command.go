@@ -48,11 +48,14 @@ type Options struct {
 	AllowLegacyCerts   bool
 	ReservationLease   time.Duration
 	ProviderStaleAfter time.Duration
-	RateLimitBurst     int
-	RateLimitRPS       float64
-	ReleaseBurst       int
-	ChunkConfig        string
-	DashboardToken     string
+	// DisconnectGrace keeps a stale provider's live reservations this much
+	// longer (0: fail them at once); a consumer may set its own.
+	DisconnectGrace time.Duration
+	RateLimitBurst  int
+	RateLimitRPS    float64
+	ReleaseBurst    int
+	ChunkConfig     string
+	DashboardToken  string
 	// Currency is the ISO 4217 code the dashboard shows prices in.
 	Currency string
 	// ChunkWattsStandard and ChunkWattsGPU are one chunk's power draw, for
@@ -118,6 +121,7 @@ API server); every acknowledged change is durable before the answer goes out.`,
 	f.BoolVar(&o.AllowLegacyCerts, "allow-legacy-certs", false, "accept client certificates without a role (the reference broker's) for both roles")
 	f.DurationVar(&o.ReservationLease, "reservation-lease", reservations.DefaultReservationLease, "a reservation whose consumer has not sent a heartbeat for this long expires")
 	f.DurationVar(&o.ProviderStaleAfter, "provider-stale-after", reservations.DefaultProviderStaleAfter, "a provider without an advertisement for this long becomes unavailable")
+	f.DurationVar(&o.DisconnectGrace, "disconnect-grace", reservations.DefaultDisconnectGrace, "once a provider is stale (--provider-stale-after), keep its live reservations this much longer before they fail, so an agent restart evicts nothing; 0: fail them at once; a consumer's ConsumerPolicy lifecycle.disconnectGraceSeconds overrides it, and a virtual node the consumer reports NotReady ends it at once")
 	f.IntVar(&o.RateLimitBurst, "rate-limit-burst", rest.DefaultRateLimitBurst, "token-bucket burst of the per-certificate rate limit")
 	f.Float64Var(&o.RateLimitRPS, "rate-limit-rps", rest.DefaultRateLimitRPS, "sustained requests per second of the per-certificate rate limit")
 	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst; 0: the default")
@@ -155,6 +159,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ProviderStaleAfter <= 0 {
 		errs = append(errs, fmt.Errorf("--provider-stale-after must be positive, got %s", o.ProviderStaleAfter))
+	}
+	if o.DisconnectGrace < 0 || o.DisconnectGrace > api.MaxDisconnectGraceSeconds*time.Second {
+		errs = append(errs, fmt.Errorf("--disconnect-grace must be between 0 (no grace) and %s, got %s", api.MaxDisconnectGraceSeconds*time.Second, o.DisconnectGrace))
 	}
 	if o.RateLimitBurst < 1 {
 		errs = append(errs, fmt.Errorf("--rate-limit-burst must be >= 1, got %d", o.RateLimitBurst))
@@ -401,6 +408,7 @@ func openService(o Options, chunks placement.ChunkConfig, log *slog.Logger) (*re
 		ChunkConfig:        chunks,
 		ReservationLease:   o.ReservationLease,
 		ProviderStaleAfter: o.ProviderStaleAfter,
+		DisconnectGrace:    o.DisconnectGrace,
 		Placer:             placement.NewIndex(chunks, placement.WithChunkWatts(o.chunkWatts())),
 	})
 	if err != nil {

@@ -39,6 +39,8 @@ const (
 	DefaultEnforcedGC         = 5 * time.Minute
 	DefaultTerminalGC         = 15 * time.Minute
 	DefaultMaxWait            = 60 * time.Second
+	// DefaultDisconnectGrace is the broker command's --disconnect-grace.
+	DefaultDisconnectGrace = 5 * time.Minute
 )
 
 // Placer is the placement index the service keeps in step with its ledger
@@ -84,6 +86,12 @@ type Config struct {
 	TerminalGC time.Duration
 	// MaxWait caps the long-poll wait of Instructions.
 	MaxWait time.Duration
+	// DisconnectGrace: once a provider is stale (ProviderStaleAfter), its
+	// live reservations are kept this much longer before they fail, unless
+	// their consumer sets its own grace or reports the virtual node
+	// NotReady. Unlike the durations above, 0 means no grace (fail at
+	// once); the broker command defaults it to DefaultDisconnectGrace.
+	DisconnectGrace time.Duration
 	// Placer is the placement index (typically placement.NewIndex(ChunkConfig)).
 	Placer Placer
 }
@@ -103,6 +111,9 @@ func (c *Config) validate() error {
 	}
 	if len(c.ChunkConfig.Standard) == 0 && len(c.ChunkConfig.GPU) == 0 {
 		c.ChunkConfig = placement.DefaultChunkConfig()
+	}
+	if c.DisconnectGrace < 0 {
+		return fmt.Errorf("reservations: Config.DisconnectGrace is negative (%s); use 0 (no grace) or a positive duration", c.DisconnectGrace)
 	}
 	for _, d := range []struct {
 		name string
@@ -140,9 +151,11 @@ type Service struct {
 	closing bool
 
 	commitKick chan struct{}
-	stop       chan struct{}
-	done       chan struct{}
-	closeOnce  sync.Once
+	// sweepKick asks Run for a sweep before its next deadline.
+	sweepKick chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 
 	waiters atomic.Int64
 
@@ -174,6 +187,7 @@ func New(cfg Config) (*Service, error) {
 		log:        cfg.Logger,
 		idx:        cfg.Placer,
 		commitKick: make(chan struct{}, 1),
+		sweepKick:  make(chan struct{}, 1),
 		stop:       make(chan struct{}),
 		done:       make(chan struct{}),
 	}
@@ -374,19 +388,47 @@ const minSweepInterval = time.Second
 func (s *Service) Run(ctx context.Context) error {
 	for {
 		next := s.sweep(ctx)
+		last := s.clock.Now()
 		// Deadlines may be served up to minSweepInterval late; that bounds
 		// the sweeps (each O(state)) when many deadlines fall close together.
-		d := max(next.Sub(s.clock.Now()), minSweepInterval)
-		t := s.clock.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !s.sleep(ctx, max(next.Sub(last), minSweepInterval), true) {
 			return nil
-		case <-s.stop:
-			t.Stop()
-			return nil
-		case <-t.C():
 		}
+		// A kick (a deadline moved earlier) still waits out the interval.
+		if !s.sleep(ctx, last.Add(minSweepInterval).Sub(s.clock.Now()), false) {
+			return nil
+		}
+	}
+}
+
+// sleep waits d (nothing when d <= 0), or until a sweep kick when kickable.
+// It reports false when ctx ended or the service is closing.
+func (s *Service) sleep(ctx context.Context, d time.Duration, kickable bool) bool {
+	if d <= 0 {
+		return true
+	}
+	var kick chan struct{}
+	if kickable {
+		kick = s.sweepKick
+	}
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.stop:
+		return false
+	case <-t.C():
+	case <-kick:
+	}
+	return true
+}
+
+// kickSweep asks Run for a sweep now (coalesced).
+func (s *Service) kickSweep() {
+	select {
+	case s.sweepKick <- struct{}{}:
+	default:
 	}
 }
 
