@@ -36,3 +36,13 @@ func PlacementFromAPI(p api.Placement) Placement {
 	}
 	return out
 }
+
+// API is the lifecycle as the heartbeat carries it (nil when l is nil or
+// sets nothing: the broker's defaults).
+func (l *Lifecycle) API() *api.Lifecycle {
+	if l == nil || l.DisconnectGraceSeconds == nil {
+		return nil
+	}
+	g := *l.DisconnectGraceSeconds
+	return &api.Lifecycle{DisconnectGraceSeconds: &g}
+}

@@ -85,6 +85,25 @@ type ConsumerPolicySpec struct {
 	// location picker writes it).
 	// +optional
 	Location *Location `json:"location,omitempty"`
+	// Lifecycle holds what the broker does with borrowed capacity over
+	// time (sent in every heartbeat).
+	// +optional
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+}
+
+// Lifecycle is what the broker does with a consumer's borrowed capacity
+// over time.
+type Lifecycle struct {
+	// DisconnectGraceSeconds is how long the broker keeps this consumer's
+	// reservations on a provider that stopped advertising (after the
+	// broker's --provider-stale-after) before it fails them and the
+	// capacity fails over; 0 fails them at once. Unset: the broker's
+	// --disconnect-grace (default 5 minutes). A virtual node that goes
+	// NotReady ends the grace at once.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	DisconnectGraceSeconds *int32 `json:"disconnectGraceSeconds,omitempty"`
 }
 
 // ConsumerPolicy tells the broker how to choose providers for this consumer.
