@@ -435,6 +435,10 @@ func TestScenarios(t *testing.T) {
 		d.runningOn(6, map[string]int{"sydney": 2})
 		sydney := fed.Provider("sydney")
 		sydney.Stop()
+		d.eventually("sydney's reservations failed: 15 s stale + 10 s grace", 60*time.Second, func() (bool, string) {
+			live := d.liveIDs("sydney")
+			return len(live) == 0, fmt.Sprintf("live on sydney: %v", live)
+		})
 		d.runningOn(6, map[string]int{"montreal": 2})
 		failed := 0
 		for _, r := range d.overview().Reservations {
