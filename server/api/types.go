@@ -281,6 +281,9 @@ type Lifecycle struct {
 	// fails them (0: fail them as soon as the provider is stale; nil: the
 	// broker's --disconnect-grace). At most MaxDisconnectGraceSeconds.
 	DisconnectGraceSeconds *int32 `json:"disconnectGraceSeconds,omitempty"`
+	// Thresholds are the consumer's re-evaluation thresholds (nil fields:
+	// the broker's defaults).
+	Thresholds *Thresholds `json:"thresholds,omitempty"`
 }
 
 // MaxHeartbeatReservations caps HeartbeatRequest.Reservations; a longer
