@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
@@ -374,11 +375,7 @@ func equalHeartbeat(a, b api.HeartbeatRequest) bool {
 }
 
 func equalLifecycle(x, y *api.Lifecycle) bool {
-	if x == nil || y == nil {
-		return x == y
-	}
-	return (x.DisconnectGraceSeconds == nil) == (y.DisconnectGraceSeconds == nil) &&
-		(x.DisconnectGraceSeconds == nil || *x.DisconnectGraceSeconds == *y.DisconnectGraceSeconds)
+	return equality.Semantic.DeepEqual(x, y)
 }
 
 // lost reports whether v's virtual node was lost: Failed, or Running while

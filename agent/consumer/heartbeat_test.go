@@ -190,3 +190,38 @@ func show(p *int32) string {
 	}
 	return strconv.Itoa(int(*p))
 }
+
+// TestHeartbeatCarriesThresholds: the ConsumerPolicy's re-evaluation
+// thresholds go into the heartbeat as they are; a value the broker would
+// refuse leaves the lifecycle out and is noted.
+func TestHeartbeatCarriesThresholds(t *testing.T) {
+	v := func(x float64) *float64 { return &x }
+	for _, tc := range []struct {
+		name string
+		th   *fav1alpha1.Thresholds
+		sent bool
+	}{
+		{"cost and RTT", &fav1alpha1.Thresholds{CostPerHour: v(0.02), RTTMillis: v(5)}, true},
+		{"negative carbon", &fav1alpha1.Thresholds{CarbonPerHour: v(-1)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "fa"},
+				Spec: fav1alpha1.ConsumerPolicySpec{Lifecycle: &fav1alpha1.Lifecycle{Thresholds: tc.th}}}
+			a := newTestAgent(t, &stubBroker{}, pol)
+			req, err := a.heartbeatRequest(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.sent {
+				if req.Lifecycle != nil || !strings.Contains(a.policyErr, "lifecycle.thresholds.carbonPerHour") {
+					t.Fatalf("lifecycle %+v sent, reason %q; want none sent and the field named", req.Lifecycle, a.policyErr)
+				}
+				return
+			}
+			got := req.Lifecycle.Thresholds
+			if got == nil || *got.CostPerHour != 0.02 || *got.RTTMillis != 5 || got.CarbonPerHour != nil {
+				t.Fatalf("thresholds %+v, want cost 0.02, RTT 5, carbon unset", got)
+			}
+		})
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
@@ -34,6 +36,9 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 	wasAvailable := ok && p.available
 	write := !ok || s.mustStore(p.storedSeen, t.now, !reflect.DeepEqual(p.rec.Request, req))
 	inGrace := !p.graceUntil.IsZero()
+	if !ok || !wasAvailable || !equality.Semantic.DeepEqual(p.rec.Request, req) {
+		s.markReevaluate() // prices, carbon, capacity or sharing changed
+	}
 	p.rec = store.Advertisement{Request: req, LastSeen: t.now}
 	p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
 	p.freshSince = t.now

@@ -213,11 +213,20 @@ func TestDisconnectGraceHeartbeatWakesRun(t *testing.T) {
 			if e.phase("r1") != api.PhasePeered {
 				t.Fatalf("r1 %s before the heartbeat, want Peered", e.phase("r1"))
 			}
-			// Past Run's minimum interval (no deadline falls in it), so
-			// the kick sweeps at once.
-			e.clk.Step(minSweepInterval)
 			e.beat("c1", tc.grace, tc.notReady...)
-			testpoll.Until(t, 10*time.Second, "r1 to fail without its grace running out", func() bool { return e.phase("r1") == api.PhaseFailed })
+			// Run may still wait out its one-second minimum between
+			// sweeps: step the fake clock in small steps, but never near
+			// the 5-minute grace or the 30-second re-evaluation.
+			start := e.clk.Now()
+			testpoll.Until(t, 10*time.Second, "r1 to fail long before its grace runs out", func() bool {
+				if e.phase("r1") == api.PhaseFailed {
+					return true
+				}
+				if e.clk.Since(start) < 5*time.Second && e.clk.HasWaiters() {
+					e.clk.Step(100 * time.Millisecond)
+				}
+				return false
+			})
 		})
 	}
 }

@@ -2,9 +2,11 @@ package reservations
 
 import (
 	"context"
-	"reflect"
 	"maps"
+	"reflect"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
@@ -36,6 +38,9 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		}
 	}
 	s.st.consumers[cn] = c
+	if old == nil || !equality.Semantic.DeepEqual(old.rec.Heartbeat.Placement, req.Placement) || !equality.Semantic.DeepEqual(old.rec.Heartbeat.Lifecycle, req.Lifecycle) {
+		s.markReevaluate() // the policy or the thresholds changed
+	}
 	if lifecycleChanged(old, c) && s.holdsInGraceLocked(cn, t.now) {
 		s.kickSweep() // a grace ends sooner or later, or a virtual node was lost
 	}

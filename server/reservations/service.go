@@ -58,6 +58,9 @@ type Placer interface {
 	Spend(consumerID string) api.ConsumerSpend
 	// Epoch changes whenever a decision or explanation may change.
 	Epoch() uint64
+	// Reevaluate decides, for each group a consumer holds, whether another
+	// provider is better by more than the thresholds.
+	Reevaluate(consumerID string, rtts map[string]float64, th placement.Thresholds) []api.Reevaluation
 }
 
 // Config configures a Service. Store and Placer are required; zero
@@ -92,6 +95,12 @@ type Config struct {
 	// NotReady. Unlike the durations above, 0 means no grace (fail at
 	// once); the broker command defaults it to DefaultDisconnectGrace.
 	DisconnectGrace time.Duration
+	// Thresholds are the re-evaluation thresholds that a consumer's own
+	// override (default: placement.DefaultThresholds()).
+	Thresholds *placement.Thresholds
+	// ReevaluateInterval: every consumer's held capacity is re-evaluated
+	// at least this often (and at the next sweep after a relevant change).
+	ReevaluateInterval time.Duration
 	// Placer is the placement index (typically placement.NewIndex(ChunkConfig)).
 	Placer Placer
 }
@@ -112,6 +121,10 @@ func (c *Config) validate() error {
 	if len(c.ChunkConfig.Standard) == 0 && len(c.ChunkConfig.GPU) == 0 {
 		c.ChunkConfig = placement.DefaultChunkConfig()
 	}
+	if c.Thresholds == nil {
+		th := placement.DefaultThresholds()
+		c.Thresholds = &th
+	}
 	if c.DisconnectGrace < 0 {
 		return fmt.Errorf("reservations: Config.DisconnectGrace is negative (%s); use 0 (no grace) or a positive duration", c.DisconnectGrace)
 	}
@@ -125,6 +138,7 @@ func (c *Config) validate() error {
 		{"EnforcedGC", &c.EnforcedGC, DefaultEnforcedGC},
 		{"TerminalGC", &c.TerminalGC, DefaultTerminalGC},
 		{"MaxWait", &c.MaxWait, DefaultMaxWait},
+		{"ReevaluateInterval", &c.ReevaluateInterval, DefaultReevaluateInterval},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("reservations: Config.%s is negative (%s); use a positive duration or 0 for the default %s", d.name, *d.v, d.def)
@@ -166,6 +180,13 @@ type Service struct {
 
 	// explained caches every consumer's explanation at one Placer epoch.
 	explained explanationCache
+	// Re-evaluation (guarded by mu): the last decisions per consumer, when
+	// the next periodic run is due, whether a relevant change asks for one
+	// sooner, and the decision changes counted per policy and outcome.
+	decisions    map[string][]api.Reevaluation
+	reevalAt     time.Time
+	reevalDirty  bool
+	reevalCounts map[reevalKey]uint64
 }
 
 type commitReq struct {
@@ -182,14 +203,16 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		cfg:        cfg,
-		clock:      cfg.Clock,
-		log:        cfg.Logger,
-		idx:        cfg.Placer,
-		commitKick: make(chan struct{}, 1),
-		sweepKick:  make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
+		cfg:          cfg,
+		clock:        cfg.Clock,
+		log:          cfg.Logger,
+		idx:          cfg.Placer,
+		commitKick:   make(chan struct{}, 1),
+		sweepKick:    make(chan struct{}, 1),
+		decisions:    map[string][]api.Reevaluation{},
+		reevalCounts: map[reevalKey]uint64{},
+		stop:         make(chan struct{}),
+		done:         make(chan struct{}),
 	}
 	snap, err := cfg.Store.Load(context.Background())
 	if err != nil {

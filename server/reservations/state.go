@@ -311,6 +311,11 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // flushUsage pushes the usage of every touched key into the index.
 func (s *Service) flushUsage(t *txn) {
+	if len(t.touched) > 0 {
+		// Room changed: re-evaluated at the next sweep, without waking
+		// the sweeper for every reservation.
+		s.reevalDirty = true
+	}
 	for k := range t.touched {
 		s.idx.SetUsage(k.provider, k.typ, k.consumer, s.st.usage[k])
 	}

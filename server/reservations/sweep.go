@@ -10,8 +10,9 @@ import (
 )
 
 // sweep expires reservations whose lease ran out, marks stale providers
-// unavailable (failing their reservations) and garbage-collects enforced
-// instructions and terminal reservations. It returns when it must run
+// unavailable (failing their reservations after their disconnect grace),
+// garbage-collects enforced instructions and terminal reservations, and
+// re-evaluates the held capacity when due. It returns when it must run
 // again.
 func (s *Service) sweep(ctx context.Context) time.Time {
 	s.mu.Lock()
@@ -24,13 +25,21 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	s.sweepReservations(t, next)
 	s.sweepInstructions(t, next)
 	req := s.enqueue(t)
+	var inputs []reevalInput
+	due := s.reevaluateDueLocked(t.now, next)
+	if due {
+		inputs = s.reevalInputsLocked()
+	}
 	s.mu.Unlock()
 	if err := await(req); err != nil {
 		s.log.Error("Persisting the sweep failed; it will run again", "err", err)
 		return t.now.Add(time.Second)
 	}
+	if due && s.reevaluate(inputs) {
+		changed = true
+	}
 	if changed && req == nil {
-		s.notify() // an availability change that needed no write
+		s.notify() // an availability change or decisions that needed no write
 	}
 	return next.at
 }

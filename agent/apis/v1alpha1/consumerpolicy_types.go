@@ -104,6 +104,33 @@ type Lifecycle struct {
 	// +kubebuilder:validation:Maximum=86400
 	// +optional
 	DisconnectGraceSeconds *int32 `json:"disconnectGraceSeconds,omitempty"`
+	// Thresholds are how much better per chunk another provider must be
+	// before the broker finds a held chunk worth moving (unset fields: the
+	// broker's --reevaluate-*-threshold).
+	// +optional
+	Thresholds *Thresholds `json:"thresholds,omitempty"`
+}
+
+// Thresholds are per-chunk re-evaluation thresholds: a move must save MORE
+// than the threshold of the policy's metric. Numbers (not Quantities),
+// because they are compared, never stored as amounts, and map one to one
+// onto the heartbeat's.
+type Thresholds struct {
+	// CostPerHour is in the federation's currency per hour (Price).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	CostPerHour *float64 `json:"costPerHour,omitempty"`
+	// CarbonPerHour is in gCO2eq per hour (Eco).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	CarbonPerHour *float64 `json:"carbonPerHour,omitempty"`
+	// RTTMillis is in milliseconds of measured round trip (Latency).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	RTTMillis *float64 `json:"rttMillis,omitempty"`
 }
 
 // ConsumerPolicy tells the broker how to choose providers for this consumer.
