@@ -1,5 +1,7 @@
 package api
 
+import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 // Re-evaluation of borrowed capacity (extension): whether another provider
 // is now better for a consumer's held chunks, under its policy, by more
 // than its threshold (docs/placement.md, Re-evaluation).
@@ -57,4 +59,8 @@ type Reevaluation struct {
 	Threshold      float64  `json:"threshold"`
 	// Reason says why, in words.
 	Reason string `json:"reason"`
+	// DecidedAt is when the broker first reached this outcome with this
+	// target (the decision is re-evaluated often; this moves only when it
+	// changes).
+	DecidedAt metav1.Time `json:"decidedAt"`
 }

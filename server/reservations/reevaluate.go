@@ -58,7 +58,7 @@ func (s *Service) reevalInputsLocked() []reevalInput {
 // then records the decisions for the overview: a decision that changed
 // (another outcome or target) is counted and logged. It reports whether any
 // changed.
-func (s *Service) reevaluate(inputs []reevalInput) bool {
+func (s *Service) reevaluate(now time.Time, inputs []reevalInput) bool {
 	got := make(map[string][]api.Reevaluation, len(inputs))
 	for _, in := range inputs {
 		if d := s.idx.Reevaluate(in.id, in.rtts, in.th); len(d) > 0 {
@@ -77,10 +77,13 @@ func (s *Service) reevaluate(inputs []reevalInput) bool {
 		for _, d := range s.decisions[id] {
 			old[d.NodeGroupID] = d
 		}
-		for _, d := range ds {
+		for i := range ds {
+			d := &ds[i]
 			if o, seen := old[d.NodeGroupID]; seen && o.Decision == d.Decision && o.Target == d.Target {
+				d.DecidedAt = o.DecidedAt
 				continue
 			}
+			d.DecidedAt = mt(now)
 			changed = true
 			s.reevalCounts[reevalKey{policy: policies[id], decision: d.Decision}]++
 			if d.Decision == api.DecisionMove {

@@ -35,7 +35,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		s.log.Error("Persisting the sweep failed; it will run again", "err", err)
 		return t.now.Add(time.Second)
 	}
-	if due && s.reevaluate(inputs) {
+	if due && s.reevaluate(t.now, inputs) {
 		changed = true
 	}
 	if changed && req == nil {
