@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
@@ -34,9 +32,10 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 		s.st.providers[cn] = p
 	}
 	wasAvailable := ok && p.available
-	write := !ok || s.mustStore(p.storedSeen, t.now, !reflect.DeepEqual(p.rec.Request, req))
+	changed := !reflect.DeepEqual(p.rec.Request, req)
+	write := !ok || s.mustStore(p.storedSeen, t.now, changed)
 	inGrace := !p.graceUntil.IsZero()
-	if !ok || !wasAvailable || !equality.Semantic.DeepEqual(p.rec.Request, req) {
+	if !ok || !wasAvailable || changed {
 		s.markReevaluate() // prices, carbon, capacity or sharing changed
 	}
 	p.rec = store.Advertisement{Request: req, LastSeen: t.now}

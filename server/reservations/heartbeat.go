@@ -6,8 +6,6 @@ import (
 	"reflect"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 )
@@ -38,7 +36,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		}
 	}
 	s.st.consumers[cn] = c
-	if old == nil || !equality.Semantic.DeepEqual(old.rec.Heartbeat.Placement, req.Placement) || !equality.Semantic.DeepEqual(old.rec.Heartbeat.Lifecycle, req.Lifecycle) {
+	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Placement, req.Placement) || !reflect.DeepEqual(old.rec.Heartbeat.Lifecycle, req.Lifecycle) {
 		s.markReevaluate() // the policy or the thresholds changed
 	}
 	if lifecycleChanged(old, c) && s.holdsInGraceLocked(cn, t.now) {
