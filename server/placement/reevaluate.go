@@ -55,16 +55,19 @@ type Standing struct {
 	RTTMillis     *float64
 }
 
-func (s Standing) metric(m api.ExplainMetric) *float64 {
-	switch m {
-	case api.MetricCost:
-		return s.CostPerHour
-	case api.MetricCarbonPerHour:
-		return s.CarbonPerHour
-	case api.MetricRTT:
-		return s.RTTMillis
-	}
-	return nil
+// reevalMetric is one metric the rule compares: how it reads a standing
+// and a threshold, and how a reason names it.
+type reevalMetric struct {
+	of        func(Standing) *float64
+	threshold func(Thresholds) float64
+	words     string // "<provider> has no <words>"
+	unit      string // "better by 0.03 <unit> per chunk"
+}
+
+var reevalMetrics = map[api.ExplainMetric]reevalMetric{
+	api.MetricCost:          {func(s Standing) *float64 { return s.CostPerHour }, func(t Thresholds) float64 { return t.CostPerHour }, "price", "per hour"},
+	api.MetricCarbonPerHour: {func(s Standing) *float64 { return s.CarbonPerHour }, func(t Thresholds) float64 { return t.CarbonPerHour }, "carbon data", "gCO2eq/h"},
+	api.MetricRTT:           {func(s Standing) *float64 { return s.RTTMillis }, func(t Thresholds) float64 { return t.RTTMillis }, "measured RTT", "ms"},
 }
 
 // ReevaluationMetric is what the consumer's policy compares when it
@@ -96,18 +99,6 @@ func ReevaluationMetric(p api.Placement) api.ExplainMetric {
 	return ""
 }
 
-func (t Thresholds) of(m api.ExplainMetric) float64 {
-	switch m {
-	case api.MetricCost:
-		return t.CostPerHour
-	case api.MetricCarbonPerHour:
-		return t.CarbonPerHour
-	case api.MetricRTT:
-		return t.RTTMillis
-	}
-	return 0
-}
-
 // Reevaluate is the re-evaluation rule, a pure function: whether the
 // consumer's chunks held on held should move to one of others (the
 // providers where it could take a chunk of the type now: available,
@@ -119,71 +110,53 @@ func (t Thresholds) of(m api.ExplainMetric) float64 {
 // (nothing to compare against).
 func Reevaluate(p api.Placement, held Standing, others []Standing, th Thresholds) api.Reevaluation {
 	m := ReevaluationMetric(p)
-	out := api.Reevaluation{ProviderClusterID: held.ProviderID, Decision: api.DecisionKeep, Metric: m, Threshold: th.of(m)}
-	if m == "" {
+	out := api.Reevaluation{ProviderClusterID: held.ProviderID, Decision: api.DecisionKeep, Metric: m}
+	rm, ok := reevalMetrics[m]
+	if !ok {
 		out.Reason = "the Standard policy ranks by free capacity; a move would save nothing"
 		return out
 	}
-	cur := held.metric(m)
+	out.Threshold = rm.threshold(th)
+	cur := rm.of(held)
 	out.Current = cur
 	var best *Standing
 	for i := range others {
 		o := &others[i]
-		v := o.metric(m)
+		v := rm.of(*o)
 		if o.ProviderID == held.ProviderID || v == nil || !finite(*v) {
 			continue
 		}
-		if best == nil || *v < *best.metric(m) || *v == *best.metric(m) && o.ProviderID < best.ProviderID {
+		if best == nil || *v < *rm.of(*best) || *v == *rm.of(*best) && o.ProviderID < best.ProviderID {
 			best = o
 		}
 	}
 	switch {
 	case cur == nil || !finite(*cur):
-		out.Reason = held.ProviderID + " has no " + metricWords(m) + "; nothing to compare"
+		out.Reason = held.ProviderID + " has no " + rm.words + "; nothing to compare"
 		return out
 	case best == nil:
-		out.Reason = "no other provider with room has a " + metricWords(m)
+		out.Reason = "no other provider with room has a " + rm.words
 		return out
 	}
-	bv := *best.metric(m)
+	bv := *rm.of(*best)
 	saving := *cur - bv
 	out.Target, out.Best, out.SavingPerChunk = best.ProviderID, &bv, &saving
-	if saving > out.Threshold {
+	by := num(saving) + " " + rm.unit + " per chunk"
+	switch {
+	case saving > out.Threshold:
 		out.Decision = api.DecisionMove
-		out.Reason = best.ProviderID + " is better by " + num(saving) + " " + metricUnit(m) + " per chunk, more than the threshold of " + num(out.Threshold)
-		return out
+		out.Reason = best.ProviderID + " is better by " + by + ", more than the threshold of " + num(out.Threshold)
+	case saving <= 0:
+		out.Reason = held.ProviderID + " is still the best with room (" + best.ProviderID + ": " + num(bv) + " " + rm.unit + " per chunk)"
+	default:
+		out.Reason = best.ProviderID + " is better by only " + by + ", not more than the threshold of " + num(out.Threshold)
 	}
-	if saving <= 0 {
-		out.Reason = held.ProviderID + " is still the best with room (" + best.ProviderID + ": " + num(bv) + " " + metricUnit(m) + " per chunk)"
-		return out
-	}
-	out.Reason = best.ProviderID + " is better by only " + num(saving) + " " + metricUnit(m) + " per chunk, not more than the threshold of " + num(out.Threshold)
 	return out
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 func num(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
-
-func metricWords(m api.ExplainMetric) string {
-	switch m {
-	case api.MetricCost:
-		return "price"
-	case api.MetricCarbonPerHour:
-		return "carbon data"
-	}
-	return "measured RTT"
-}
-
-func metricUnit(m api.ExplainMetric) string {
-	switch m {
-	case api.MetricCost:
-		return "per hour"
-	case api.MetricCarbonPerHour:
-		return "gCO2eq/h"
-	}
-	return "ms"
-}
 
 // Reevaluate re-evaluates every group consumerID holds live chunks in,
 // under its heartbeated policy, against the providers where it could take
