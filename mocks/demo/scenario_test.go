@@ -415,8 +415,8 @@ func TestScenarios(t *testing.T) {
 			return ok && a.Available && a.GraceUntil == nil, fmt.Sprintf("available=%v graceUntil=%v", a.Available, a.GraceUntil)
 		})
 		d.runningOn(6, map[string]int{"sydney": 2})
-		if min := floor(); min < 6 {
-			t.Errorf("Running pods fell to %d while sydney's agent restarted, want never below 6", min)
+		if fewest := floor(); fewest < 6 {
+			t.Errorf("Running pods fell to %d while sydney's agent restarted, want never below 6", fewest)
 		}
 		if after := d.liveIDs("sydney"); !slices.Equal(before, after) {
 			t.Errorf("reservations on sydney %v before the restart, %v after: want the same ones kept", before, after)

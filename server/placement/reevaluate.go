@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/google/btree"
+
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -161,8 +163,10 @@ func num(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 // Reevaluate re-evaluates every group consumerID holds live chunks in,
 // under its heartbeated policy, against the providers where it could take
 // a chunk of the type now. rtts are its measured RTTs by provider id; th
-// its thresholds. The result is sorted by node-group id. It costs
-// O(held groups × providers) under the read lock.
+// its thresholds. The result is sorted by node-group id. Under the read
+// lock it walks, per held group, the type's price or Eco order only up to
+// the first provider the consumer could grow on (the best one), or the
+// providers it measured an RTT to.
 func (ix *Index) Reevaluate(consumerID string, rtts map[string]float64, th Thresholds) []api.Reevaluation {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
@@ -171,23 +175,67 @@ func (ix *Index) Reevaluate(consumerID string, rtts map[string]float64, th Thres
 		return nil
 	}
 	v := ix.newViewCtx(consumerID, nil, nil)
+	m := ReevaluationMetric(v.c.Placement)
 	var out []api.Reevaluation
 	for k, u := range held {
 		if u.Live == 0 {
 			continue
 		}
-		var others []Standing
-		for id, ps := range ix.providers {
-			if id != k.provider && v.classify(ps, k.t) == usable {
-				others = append(others, ix.standing(ps, k.t, rtts))
-			}
-		}
-		r := Reevaluate(v.c.Placement, ix.standing(ix.providers[k.provider], k.t, rtts), others, th)
+		r := Reevaluate(v.c.Placement, ix.standing(ix.providers[k.provider], k.t, rtts), ix.bestOthers(v, m, k, rtts), th)
 		r.ProviderClusterID, r.ChunkType, r.Chunks = k.provider, chunkTypes[k.t], u.Live
 		r.NodeGroupID = api.NodeGroupID(k.provider, chunkTypes[k.t])
 		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeGroupID < out[j].NodeGroupID })
+	return out
+}
+
+// bestOthers returns the providers other than held's where the consumer
+// could take a chunk now that Reevaluate must look at under metric m: the
+// first of the type's price (cost) or Eco (carbon per hour is the chunk's
+// power times the Eco metric, the same order) tree that the consumer may
+// grow on, or every one it measured an RTT to.
+func (ix *Index) bestOthers(v *viewCtx, m api.ExplainMetric, held groupKey, rtts map[string]float64) []Standing {
+	var out []Standing
+	usable := func(id string) (*provState, bool) {
+		ps := ix.providers[id]
+		return ps, id != held.provider && v.classify(ps, held.t) == usable
+	}
+	var tree *btree.BTreeG[rankItem]
+	switch {
+	case m == api.MetricCost:
+		tree = ix.trees[held.t].price
+	case m == api.MetricCarbonPerHour && ix.watts[held.t] > 0:
+		tree = ix.trees[held.t].eco
+	case m == api.MetricCarbonPerHour:
+		// Zero-watt chunks emit nothing anywhere: every carbon per hour
+		// ties, so Reevaluate picks by id among them all.
+		for id := range ix.providers {
+			if ps, ok := usable(id); ok && ps.hasCarbon {
+				out = append(out, ix.standing(ps, held.t, rtts))
+			}
+		}
+		return out
+	case m == api.MetricRTT:
+		for id := range rtts {
+			if ps, ok := usable(id); ok {
+				out = append(out, ix.standing(ps, held.t, rtts))
+			}
+		}
+		return out
+	default:
+		return nil
+	}
+	tree.Ascend(func(it rankItem) bool {
+		if it.class != 0 {
+			return false // the rest lack the metric
+		}
+		ps, ok := usable(it.id)
+		if ok {
+			out = append(out, ix.standing(ps, held.t, rtts))
+		}
+		return !ok
+	})
 	return out
 }
 

@@ -124,3 +124,40 @@ func TestIndexReevaluate(t *testing.T) {
 		t.Fatalf("a consumer without chunks: %+v", got)
 	}
 }
+
+// TestIndexReevaluateMatchesEveryProvider: walking the price or Eco order
+// only to the first provider the consumer may grow on decides exactly what
+// the rule decides over every provider it may grow on (benchFederation:
+// 300 providers, 50 consumers of every policy, a third of the providers
+// full, some denying).
+func TestIndexReevaluateMatchesEveryProvider(t *testing.T) {
+	ix, consumers := benchFederation(t, 300, "")
+	rtts := map[string]float64{"provider-00001": 40, "provider-00007": 12, "provider-00100": 95, "provider-00200": 12}
+	th := DefaultThresholds()
+	moves := 0
+	for _, c := range consumers {
+		got := ix.Reevaluate(c, rtts, th)
+		ix.mu.RLock()
+		v := ix.newViewCtx(c, nil, nil)
+		for _, r := range got {
+			ti, _ := typeIdx(r.ChunkType)
+			var all []Standing
+			for id, ps := range ix.providers {
+				if id != r.ProviderClusterID && v.classify(ps, ti) == usable {
+					all = append(all, ix.standing(ps, ti, rtts))
+				}
+			}
+			want := Reevaluate(v.c.Placement, ix.standing(ix.providers[r.ProviderClusterID], ti, rtts), all, th)
+			if r.Decision != want.Decision || r.Target != want.Target || r.Reason != want.Reason {
+				t.Errorf("%s %s: %s → %q (%s), every provider: %s → %q (%s)", c, r.NodeGroupID, r.Decision, r.Target, r.Reason, want.Decision, want.Target, want.Reason)
+			}
+			if r.Decision == api.DecisionMove {
+				moves++
+			}
+		}
+		ix.mu.RUnlock()
+	}
+	if moves == 0 {
+		t.Fatal("no move decided anywhere: the comparison proves nothing")
+	}
+}

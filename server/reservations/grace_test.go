@@ -205,7 +205,12 @@ func TestDisconnectGraceHeartbeatWakesRun(t *testing.T) {
 			ctx, cancel := context.WithCancel(e.ctx)
 			done := make(chan error, 1)
 			go func() { done <- e.s.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
 			testpoll.Until(t, 10*time.Second, "the stale provider's reservation in grace", func() bool {
 				r, err := e.s.Reservation(e.ctx, "c1", api.RoleConsumer, "r1")
 				return err == nil && r.GraceUntil != nil && e.clk.HasWaiters()
