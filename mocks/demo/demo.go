@@ -484,7 +484,8 @@ func (f *Federation) startBroker(ctx context.Context, o Options, pkiDir, brokerD
 	f.BrokerURL = "https://" + urlHost(apiLn.Addr().String())
 	f.DashboardURL = "http://" + urlHost(dashLn.Addr().String())
 	bo := brokercmd.Options{
-		PKIDir: pkiDir, DataDir: brokerDir, Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
+		PKIDir: pkiDir, DataDir: brokerDir, Store: brokercmd.StoreOptions{Backend: brokercmd.StoreBolt},
+		Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
 		ReservationLease: reservations.DefaultReservationLease, ProviderStaleAfter: o.ProviderStaleAfter,
 		DisconnectGrace: o.DisconnectGrace,
 		CostThreshold:   placement.DefaultCostThreshold, CarbonThreshold: placement.DefaultCarbonThreshold, RTTThreshold: placement.DefaultRTTThreshold,
