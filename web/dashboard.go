@@ -283,6 +283,9 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 			r.Price = perHour(cur, cost)
 		}
 		switch {
+		case !a.Available && a.GraceUntil != nil:
+			// Its borrowed capacity is kept until then (disconnect grace).
+			r.Health, r.HealthLabel = "warn", "disconnected, grace until "+clockTime(a.GraceUntil.Time)
 		case !a.Available:
 			r.Health, r.HealthLabel = "bad", "unavailable"
 		case a.LastSeen.IsZero() || now.Sub(a.LastSeen.Time) > staleAfter:
@@ -366,6 +369,10 @@ func reservationRows(in []api.OverviewReservation) []views.ReservationRow {
 			ID: r.ReservationID, Consumer: r.ConsumerClusterID, Provider: r.ProviderClusterID,
 			Chunks: chunksLabel(r.ChunkCount, r.ChunkType), Phase: string(r.Status), PhaseClass: phaseClass(r.Status),
 			Created: clockTime(r.CreatedAt.Time),
+		}
+		if r.GraceUntil != nil {
+			row.Phase += ", provider disconnected, grace until " + clockTime(r.GraceUntil.Time)
+			row.PhaseClass = "warn"
 		}
 		for i, h := range r.History {
 			row.Timeline = append(row.Timeline, views.Step{

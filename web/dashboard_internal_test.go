@@ -51,6 +51,12 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 	}
 }
 
+// disconnected marks a as disconnected with reservations kept until until.
+func disconnected(a api.AdvertisementSnapshot, until time.Time) api.AdvertisementSnapshot {
+	a.DisconnectedAt, a.GraceUntil = &metav1.Time{Time: a.LastSeen.Add(90 * time.Second)}, &metav1.Time{Time: until}
+	return a
+}
+
 func TestBuildDashboard(t *testing.T) {
 	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	rtt := 12.345
@@ -71,18 +77,22 @@ func TestBuildDashboard(t *testing.T) {
 			{ReservationResponse: api.ReservationResponse{ReservationID: "old", Status: api.PhaseReleased, CreatedAt: metav1.NewTime(now.Add(-time.Hour))}},
 			{ReservationResponse: api.ReservationResponse{ReservationID: "live", Status: api.PhasePeering, ChunkCount: 2, CreatedAt: metav1.NewTime(now.Add(-time.Minute))},
 				History: []api.PhaseTransition{{Phase: api.PhasePending, At: metav1.NewTime(now.Add(-time.Minute))}, {Phase: api.PhasePeering, At: metav1.NewTime(now)}}},
+			{ReservationResponse: api.ReservationResponse{ReservationID: "kept", Status: api.PhasePeered, ChunkCount: 1, CreatedAt: metav1.NewTime(now.Add(-2 * time.Hour)),
+				GraceUntil: &metav1.Time{Time: now.Add(time.Minute)}}},
 		},
 	}
 	h := newHistory(time.Hour, 5*time.Second)
 	h.record(now.Add(-2*time.Minute), ov.Advertisements, nil)
 	h.record(now, ov.Advertisements, nil)
+	// Not charted: it stopped advertising before the history began.
+	ov.Advertisements = append(ov.Advertisements, disconnected(ad("gone", 1, 0.5, now.Add(-2*time.Minute), false), now.Add(3*time.Minute+4*time.Second)))
 	vm := buildDashboard(now, ov, h, 2*time.Minute, DefaultCurrency)
 
 	var ids []string
 	for _, p := range vm.Providers {
 		ids = append(ids, p.ID+":"+p.Price+":"+p.HealthLabel+":"+p.Freshness)
 	}
-	want := "alpha:0.2500 EUR/h:available:3s ago,mid:0.5000 EUR/h:unavailable:0s ago,zeta:unpriced:stale:10m ago"
+	want := "alpha:0.2500 EUR/h:available:3s ago,gone:0.5000 EUR/h:disconnected, grace until 08:03:04:2m ago,mid:0.5000 EUR/h:unavailable:0s ago,zeta:unpriced:stale:10m ago"
 	if got := strings.Join(ids, ","); got != want {
 		t.Fatalf("providers\n got %s\nwant %s", got, want)
 	}
@@ -94,6 +104,9 @@ func TestBuildDashboard(t *testing.T) {
 	}
 	if vm.Reservations[0].ID != "live" || len(vm.Reservations[0].Timeline) != 2 || !vm.Reservations[0].Timeline[1].Current {
 		t.Fatalf("live reservations first with their timeline: %+v", vm.Reservations)
+	}
+	if r := vm.Reservations[1]; r.ID != "kept" || r.Phase != "Peered, provider disconnected, grace until 08:01:00" || r.PhaseClass != "warn" {
+		t.Fatalf("a reservation in its disconnect grace: %+v", r)
 	}
 	var ranges []string
 	for _, r := range vm.Ranges {

@@ -16,9 +16,10 @@ import (
 const MaxEvents = 100
 
 // event is one thing that finished: a reservation that ended (Released,
-// Failed, Expired) or an instruction its agent carried out (enforced).
+// Failed, Expired), an instruction its agent carried out (enforced), or a
+// new re-evaluation decision for a consumer's held chunks.
 type event struct {
-	key      string // "reservation/<id>" or "instruction/<id>"
+	key      string // "reservation/<id>", "instruction/<id>" or "reevaluation/<consumer>/<group>/<decision>/<target>/<at>"
 	at       time.Time
 	kind     string
 	class    string
@@ -86,6 +87,28 @@ func overviewEvents(ov api.Overview) []event {
 			out = append(out, event{
 				key: "instruction/" + in.ID, at: at, kind: string(in.Kind) + " done", class: "ok",
 				consumer: consumer, provider: provider, subject: in.ReservationID, text: text,
+			})
+		}
+	}
+	return append(out, reevaluationEvents(ov.Consumers)...)
+}
+
+// reevaluationEvents are the consumers' current re-evaluation decisions,
+// one event per decision reached (a decision kept over many runs is one
+// event).
+func reevaluationEvents(cs []api.OverviewConsumer) []event {
+	var out []event
+	for _, c := range cs {
+		for _, d := range c.Reevaluations {
+			class := "ok"
+			if d.Decision == api.DecisionMove {
+				class = "warn"
+			}
+			out = append(out, event{
+				key: "reevaluation/" + c.ClusterID + "/" + d.NodeGroupID + "/" + d.Decision + "/" + d.Target + "/" + d.DecidedAt.UTC().Format(time.RFC3339Nano),
+				at:  d.DecidedAt.Time, kind: "re-evaluation " + d.Decision, class: class,
+				consumer: c.ClusterID, provider: d.ProviderClusterID, subject: d.NodeGroupID,
+				text: chunksLabel(d.Chunks, d.ChunkType) + ": " + d.Reason,
 			})
 		}
 	}

@@ -66,3 +66,32 @@ func TestEventsAndInFlight(t *testing.T) {
 		t.Errorf("after a 4th event: %+v, want r-new, r-done, r-failed (bounded to 3, newest first)", evs)
 	}
 }
+
+// TestReevaluationEvents: each decision the broker reaches for a held
+// group is one event (a decision kept over many runs is not repeated; a
+// new one is another event), a move amber, a keep green.
+func TestReevaluationEvents(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC)
+	dec := func(decision, target, reason string, at time.Time) api.Reevaluation {
+		return api.Reevaluation{NodeGroupID: "ng-sydney-standard", ProviderClusterID: "sydney", ChunkType: api.ChunkStandard, Chunks: 2,
+			Decision: decision, Target: target, Reason: reason, DecidedAt: metav1.NewTime(at)}
+	}
+	ov := func(d api.Reevaluation) api.Overview {
+		return api.Overview{Consumers: []api.OverviewConsumer{{ClusterID: "lyon", Reevaluations: []api.Reevaluation{d}}}}
+	}
+	log := newEventLog(10)
+	move := dec(api.DecisionMove, "montreal", "montreal is better by 0.03 per hour per chunk, more than the threshold of 0.01", t0)
+	log.record(ov(move))
+	log.record(ov(move)) // the same decision, re-evaluated: no new event
+	log.record(ov(dec(api.DecisionKeep, "montreal", "montreal is better by only 0.005 per hour per chunk, not more than the threshold of 0.01", t0.Add(time.Minute))))
+	rows, _, _ := eventRows(log.snapshot())
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s %s %s %s/%s %s: %s", r.At, r.Kind, r.Class, r.Consumer, r.Provider, r.Subject, r.Text))
+	}
+	want := "13:01:00 re-evaluation keep ok lyon/sydney ng-sydney-standard: 2 × standard: montreal is better by only 0.005 per hour per chunk, not more than the threshold of 0.01; " +
+		"13:00:00 re-evaluation move warn lyon/sydney ng-sydney-standard: 2 × standard: montreal is better by 0.03 per hour per chunk, more than the threshold of 0.01"
+	if strings.Join(got, "; ") != want {
+		t.Errorf("events\n got %s\nwant %s", strings.Join(got, "; "), want)
+	}
+}

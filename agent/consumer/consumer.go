@@ -20,6 +20,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -368,7 +370,25 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 func equalHeartbeat(a, b api.HeartbeatRequest) bool {
 	return a.ClusterID == b.ClusterID && a.LiqoClusterID == b.LiqoClusterID && equalPlacement(a.Placement, b.Placement) &&
 		a.Region == b.Region && a.City == b.City && equalFloat(a.Latitude, b.Latitude) && equalFloat(a.Longitude, b.Longitude) &&
-		a.ChosenProvider == b.ChosenProvider && slices.Equal(a.Reservations, b.Reservations) && maps.Equal(a.MeasuredLatencies, b.MeasuredLatencies)
+		a.ChosenProvider == b.ChosenProvider && slices.Equal(a.Reservations, b.Reservations) && maps.Equal(a.MeasuredLatencies, b.MeasuredLatencies) &&
+		equalLifecycle(a.Lifecycle, b.Lifecycle) && slices.Equal(a.NotReadyReservations, b.NotReadyReservations)
+}
+
+func equalLifecycle(x, y *api.Lifecycle) bool {
+	return equality.Semantic.DeepEqual(x, y)
+}
+
+// lost reports whether v's virtual node was lost: Failed, or Running while
+// the node is not Ready (Liqo lost the provider). A node still coming up
+// is not lost.
+func lost(v *fav1alpha1.VirtualNodeState) bool {
+	switch v.Status.Phase {
+	case fav1alpha1.VirtualNodeFailed:
+		return true
+	case fav1alpha1.VirtualNodeRunning:
+		return !meta.IsStatusConditionTrue(v.Status.Conditions, fav1alpha1.VirtualNodeConditionReady)
+	}
+	return false
 }
 
 func equalFloat(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
@@ -396,17 +416,23 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 	if err != nil {
 		return req, err
 	}
+	// A policy the broker refuses (a ConsumerPolicy written before the CRD
+	// had its bounds) must not stop the heartbeats that renew the leases:
+	// the refused part is left out (the broker's default applies) and the
+	// reason noted.
 	p := placementOf(spec)
+	var refused []error
 	if fe := p.Check("placement"); fe != nil {
-		// A policy the broker refuses (a ConsumerPolicy written before the
-		// CRD had its bounds) must not stop the heartbeats that renew the
-		// leases: send the broker's default and say why.
-		a.notePolicy(fe)
-		p = nil
-	} else {
-		a.notePolicy(nil)
+		refused, p = append(refused, fe), nil
 	}
 	req.Placement = p
+	if spec != nil {
+		req.Lifecycle = spec.Lifecycle.API()
+		if fe := req.Lifecycle.Check("lifecycle"); fe != nil {
+			refused, req.Lifecycle = append(refused, fe), nil
+		}
+	}
+	a.notePolicy(errors.Join(refused...))
 	var set *fav1alpha1.Location
 	if spec != nil {
 		set = spec.Location
@@ -421,8 +447,12 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 	}
 	for _, v := range vnss {
 		req.Reservations = append(req.Reservations, v.Spec.ReservationID)
+		if lost(&v) {
+			req.NotReadyReservations = append(req.NotReadyReservations, v.Spec.ReservationID)
+		}
 	}
 	sort.Strings(req.Reservations)
+	sort.Strings(req.NotReadyReservations)
 	a.mu.Lock()
 	if len(a.rtts) > 0 {
 		req.MeasuredLatencies = map[string]float64{}

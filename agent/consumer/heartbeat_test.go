@@ -2,6 +2,8 @@ package consumer
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -113,5 +115,113 @@ func TestHeartbeatWithoutARefusedPolicy(t *testing.T) {
 		if !strings.Contains(a.policyErr, "placement.weights.price") {
 			t.Errorf("weight %v: recorded reason %q, want the field", w, a.policyErr)
 		}
+	}
+}
+
+// TestHeartbeatCarriesLifecycleAndLostNodes: the ConsumerPolicy's
+// disconnect grace goes into the heartbeat (one the broker would refuse is
+// left out, so the leases still renew), and so do the reservations whose
+// virtual node was lost: Failed, or Running with Ready False; one still
+// coming up is not lost.
+func TestHeartbeatCarriesLifecycleAndLostNodes(t *testing.T) {
+	vns := func(res string, phase fav1alpha1.VirtualNodeStatePhase, ready metav1.ConditionStatus) *fav1alpha1.VirtualNodeState {
+		v := &fav1alpha1.VirtualNodeState{ObjectMeta: metav1.ObjectMeta{Name: "vns-" + res, Namespace: "fa"}, Spec: fav1alpha1.VirtualNodeStateSpec{ReservationID: res}}
+		v.Status.Phase = phase
+		if ready != "" {
+			v.Status.Conditions = []metav1.Condition{{Type: fav1alpha1.VirtualNodeConditionReady, Status: ready, Reason: string(phase), LastTransitionTime: metav1.Now()}}
+		}
+		return v
+	}
+	grace := func(s int32) *int32 { return &s }
+	for _, tc := range []struct {
+		name  string
+		grace *int32
+		want  *int32
+	}{
+		{"unset: the broker's", nil, nil},
+		{"zero", grace(0), grace(0)},
+		{"ten minutes", grace(600), grace(600)},
+		{"beyond the broker's limit: left out", grace(api.MaxDisconnectGraceSeconds + 1), nil},
+		{"negative: left out", grace(-1), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "fa"},
+				Spec: fav1alpha1.ConsumerPolicySpec{Lifecycle: &fav1alpha1.Lifecycle{DisconnectGraceSeconds: tc.grace}}}
+			a := newTestAgent(t, &stubBroker{}, pol,
+				vns("res-ready", fav1alpha1.VirtualNodeRunning, metav1.ConditionTrue),
+				vns("res-notready", fav1alpha1.VirtualNodeRunning, metav1.ConditionFalse),
+				vns("res-failed", fav1alpha1.VirtualNodeFailed, metav1.ConditionFalse),
+				vns("res-creating", fav1alpha1.VirtualNodeCreating, metav1.ConditionFalse),
+				vns("res-new", "", ""))
+			req, err := a.heartbeatRequest(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *int32
+			if req.Lifecycle != nil {
+				got = req.Lifecycle.DisconnectGraceSeconds
+			}
+			if (got == nil) != (tc.want == nil) || got != nil && *got != *tc.want {
+				t.Errorf("disconnectGraceSeconds %v, want %v", show(got), show(tc.want))
+			}
+			if want := []string{"res-failed", "res-notready"}; !slices.Equal(req.NotReadyReservations, want) {
+				t.Errorf("notReadyReservations %v, want %v", req.NotReadyReservations, want)
+			}
+			if err := req.Validate(); err != nil {
+				t.Errorf("the broker refuses the heartbeat: %v", err)
+			}
+			changed := req
+			changed.NotReadyReservations = nil
+			if equalHeartbeat(req, changed) {
+				t.Error("a lost virtual node does not change the heartbeat")
+			}
+			changed = req
+			changed.Lifecycle = &api.Lifecycle{DisconnectGraceSeconds: grace(7)}
+			if equalHeartbeat(req, changed) {
+				t.Error("another grace does not change the heartbeat")
+			}
+		})
+	}
+}
+
+func show(p *int32) string {
+	if p == nil {
+		return "nil"
+	}
+	return strconv.Itoa(int(*p))
+}
+
+// TestHeartbeatCarriesThresholds: the ConsumerPolicy's re-evaluation
+// thresholds go into the heartbeat as they are; a value the broker would
+// refuse leaves the lifecycle out and is noted.
+func TestHeartbeatCarriesThresholds(t *testing.T) {
+	v := func(x float64) *float64 { return &x }
+	for _, tc := range []struct {
+		name string
+		th   *fav1alpha1.Thresholds
+		sent bool
+	}{
+		{"cost and RTT", &fav1alpha1.Thresholds{CostPerHour: v(0.02), RTTMillis: v(5)}, true},
+		{"negative carbon", &fav1alpha1.Thresholds{CarbonPerHour: v(-1)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "fa"},
+				Spec: fav1alpha1.ConsumerPolicySpec{Lifecycle: &fav1alpha1.Lifecycle{Thresholds: tc.th}}}
+			a := newTestAgent(t, &stubBroker{}, pol)
+			req, err := a.heartbeatRequest(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.sent {
+				if req.Lifecycle != nil || !strings.Contains(a.policyErr, "lifecycle.thresholds.carbonPerHour") {
+					t.Fatalf("lifecycle %+v sent, reason %q; want none sent and the field named", req.Lifecycle, a.policyErr)
+				}
+				return
+			}
+			got := req.Lifecycle.Thresholds
+			if got == nil || *got.CostPerHour != 0.02 || *got.RTTMillis != 5 || got.CarbonPerHour != nil {
+				t.Fatalf("thresholds %+v, want cost 0.02, RTT 5, carbon unset", got)
+			}
+		})
 	}
 }

@@ -218,10 +218,14 @@ func (p *projector) reconcile(ctx context.Context, v *fav1alpha1.VirtualNodeStat
 	if equality.Semantic.DeepEqual(*want, v.Status) {
 		return nil
 	}
+	wasLost := lost(v)
 	v.Status = *want
 	if err := p.a.cfg.Client.Status().Update(ctx, v); err != nil {
 		return err
 	}
 	p.a.changes.Notify() // the console shows the virtual node's state
+	if lost(v) != wasLost {
+		p.a.BeatNow() // the broker's disconnect grace listens to it
+	}
 	return nil
 }

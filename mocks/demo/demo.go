@@ -60,6 +60,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/server/brokercmd"
 	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
@@ -117,6 +118,9 @@ type Options struct {
 	// ProviderStaleAfter is the broker's staleness window (default the
 	// broker's, 90 s); tests shorten it.
 	ProviderStaleAfter time.Duration
+	// DisconnectGrace is the broker's disconnect grace (default the
+	// broker's, 5 min; a ConsumerPolicy may set its own).
+	DisconnectGrace time.Duration
 	// AdvertiseInterval is the providers' advertisement period (default
 	// 10 s; also sent at once on every change).
 	AdvertiseInterval time.Duration
@@ -149,14 +153,26 @@ type Provider struct {
 	echo       *probe.Responder
 	stop       context.CancelFunc
 	done       chan struct{}
+	// start starts the agent, echo responder and console.
+	start func() error
 }
 
 // Stop stops the provider's agent, echo responder and console (the
 // cluster keeps running, as a cluster whose agent died would). It waits for
 // them.
 func (p *Provider) Stop() {
-	p.stop()
+	if p.stop != nil {
+		p.stop()
+	}
 	<-p.done
+}
+
+// Restart starts the provider's agent, echo responder and console again
+// after Stop, as an agent restarted by its Deployment would be: same
+// cluster, same certificate, same sharing file. Not safe for concurrent
+// use with Stop.
+func (p *Provider) Restart() error {
+	return p.start()
 }
 
 // Consumer is the running consumer.
@@ -247,6 +263,16 @@ func (f *Federation) DropDashboardClients(ctx context.Context) {
 // failed) or its context ended.
 func (f *Federation) Done() <-chan struct{} { return f.closed }
 
+// Provider is the running provider id (nil when there is none).
+func (f *Federation) Provider(id string) *Provider {
+	for _, p := range f.Providers {
+		if p.Spec.ID == id {
+			return p
+		}
+	}
+	return nil
+}
+
 // Stop ends every component and waits for all of them.
 func (f *Federation) Stop() error {
 	f.cancel()
@@ -299,6 +325,9 @@ func (o *Options) defaults() error {
 	}
 	if o.ProviderStaleAfter <= 0 {
 		o.ProviderStaleAfter = reservations.DefaultProviderStaleAfter
+	}
+	if o.DisconnectGrace <= 0 {
+		o.DisconnectGrace = reservations.DefaultDisconnectGrace
 	}
 	if o.AdvertiseInterval <= 0 {
 		o.AdvertiseInterval = 10 * time.Second
@@ -455,8 +484,11 @@ func (f *Federation) startBroker(ctx context.Context, o Options, pkiDir, brokerD
 	f.BrokerURL = "https://" + urlHost(apiLn.Addr().String())
 	f.DashboardURL = "http://" + urlHost(dashLn.Addr().String())
 	bo := brokercmd.Options{
-		PKIDir: pkiDir, DataDir: brokerDir, Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
+		PKIDir: pkiDir, DataDir: brokerDir, Store: brokercmd.StoreOptions{Backend: brokercmd.StoreBolt},
+		Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
 		ReservationLease: reservations.DefaultReservationLease, ProviderStaleAfter: o.ProviderStaleAfter,
+		DisconnectGrace: o.DisconnectGrace,
+		CostThreshold:   placement.DefaultCostThreshold, CarbonThreshold: placement.DefaultCarbonThreshold, RTTThreshold: placement.DefaultRTTThreshold,
 		// One consumer runs CA loops every scan interval here; the default
 		// per-certificate limit is sized for real CA's 10 s.
 		RateLimitBurst: 200, RateLimitRPS: 100,
@@ -579,22 +611,33 @@ func (f *Federation) startProvider(ctx context.Context, o Options, i int, spec P
 	for n := range max(1, spec.Nodes) {
 		nodes = append(nodes, cluster.NodeSpec{Name: fmt.Sprintf("%s-worker-%d", spec.ID, n+1), CPU: spec.NodeCPU, Memory: spec.NodeMemory})
 	}
-	log := o.Logger.With("provider", spec.ID)
 	c, err := cluster.Start(ctx, cluster.Options{Name: spec.ID, Addr: net.JoinHostPort(address, "0"), Nodes: nodes, Logger: o.Logger.With("cluster", spec.ID)})
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{Spec: spec, Address: address, Cluster: c, done: make(chan struct{})}
+	p := &Provider{Spec: spec, Address: address, Cluster: c}
+	p.start = func() error { return f.startProviderAgent(ctx, o, i, w, p) }
+	return p, p.start()
+}
+
+// startProviderAgent starts p's agent (with its echo responder and
+// console) on p's running cluster.
+func (f *Federation) startProviderAgent(ctx context.Context, o Options, i int, w *world, p *Provider) error {
+	spec := p.Spec
+	log := o.Logger.With("provider", spec.ID)
+	p.done = make(chan struct{})
 	b, err := f.bundle(o, w.pkiDir, spec.ID, api.RoleProvider)
 	if err != nil {
-		return p, err
+		close(p.done)
+		return err
 	}
-	d := f.agentDeps(o, w, b, c, log)
+	d := f.agentDeps(o, w, b, p.Cluster, log)
 	if d.Sharing, err = sharingStore(o, spec); err != nil {
-		return p, err
+		close(p.done)
+		return err
 	}
-	d.Carbon, d.AdvertisedIP = w.eco, address
-	d.ProbeListen, d.ProbeDelay = net.JoinHostPort(address, "0"), spec.ProbeDelay
+	d.Carbon, d.AdvertisedIP = w.eco, p.Address
+	d.ProbeListen, d.ProbeDelay = net.JoinHostPort(p.Address, "0"), spec.ProbeDelay
 	if !o.NoConsoles {
 		d.ConsoleListen = o.addr(10 + i)
 	}
@@ -607,14 +650,15 @@ func (f *Federation) startProvider(ctx context.Context, o Options, i int, spec P
 	a, err := assemble(pctx, o, api.RoleProvider, d)
 	if err != nil {
 		stop()
-		return p, err
+		close(p.done)
+		return err
 	}
 	p.stop, p.Agent, p.echo, p.ProbeAddr = stop, a.Provider, a.Probe, a.Addrs.Probe
 	if a.Addrs.Console != "" {
 		p.ConsoleURL = "http://" + urlHost(a.Addrs.Console)
 	}
 	f.run(pctx, spec.ID+" agent", func(ctx context.Context) error { defer close(p.done); return a.Run(ctx) })
-	return p, nil
+	return nil
 }
 
 // sharingStore opens the provider's sharing file in the data folder,

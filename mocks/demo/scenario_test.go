@@ -6,20 +6,26 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
@@ -170,6 +176,86 @@ func (d *driver) live() map[string]int {
 	return out
 }
 
+// advertisement is provider id's row of the broker's overview.
+func (d *driver) advertisement(id string) (api.AdvertisementSnapshot, bool) {
+	for _, a := range d.overview().Advertisements {
+		if a.ClusterID == id {
+			return a, true
+		}
+	}
+	return api.AdvertisementSnapshot{}, false
+}
+
+// liveIDs lists the consumer's live reservations on provider, sorted.
+func (d *driver) liveIDs(provider string) []string {
+	var out []string
+	for _, r := range d.overview().Reservations {
+		if r.ConsumerClusterID == demo.ConsumerID && r.ProviderClusterID == provider && !r.Status.Terminal() {
+			out = append(out, r.ReservationID)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// watchRunning samples the workload's Running pods until the test ends;
+// the returned func gives the fewest seen so far (-1 when a listing
+// failed).
+func (d *driver) watchRunning() func() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	fewest := math.MaxInt
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			list, err := d.consumer.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: workload.Label})
+			running := -1
+			if err == nil {
+				running = 0
+				for _, p := range list.Items {
+					if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+						running++
+					}
+				}
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			mu.Lock()
+			fewest = min(fewest, running)
+			mu.Unlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	d.t.Cleanup(func() { cancel(); <-done })
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return fewest
+	}
+}
+
+// disconnectGrace sets the consumer's own disconnect grace in its
+// ConsumerPolicy (the one the console writes) through the consumer
+// cluster's Kubernetes API, and waits for the broker to apply it.
+func (d *driver) disconnectGrace(seconds int32) {
+	d.t.Helper()
+	dyn, err := dynamic.NewForConfig(d.fed.Consumer.Cluster.RESTConfig())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	gvr := fav1alpha1.GroupVersion.WithResource("consumerpolicies")
+	patch := fmt.Sprintf(`{"spec":{"lifecycle":{"disconnectGraceSeconds":%d}}}`, seconds)
+	ctx := context.Background()
+	if _, err := dyn.Resource(gvr).Namespace(d.fed.Consumer.Namespace).Patch(ctx, "default", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		d.t.Fatalf("setting the ConsumerPolicy's disconnect grace: %v", err)
+	}
+}
+
 func (d *driver) eventually(what string, timeout time.Duration, cond func() (bool, string)) {
 	d.t.Helper()
 	testpoll.UntilSeen(d.t, timeout, what, cond)
@@ -306,18 +392,53 @@ func TestScenarios(t *testing.T) {
 	}) {
 		return
 	}
-	t.Run("ProviderStopped", func(t *testing.T) {
+	if !t.Run("ProviderRestartedWithinGrace", func(t *testing.T) {
 		d.t = t
 		d.policy("Price", nil)
 		d.workload(true, 6)
 		d.runningOn(6, map[string]int{"sydney": 2})
-		var sydney *demo.Provider
-		for _, p := range fed.Providers {
-			if p.Spec.ID == "sydney" {
-				sydney = p
-			}
-		}
+		before := d.liveIDs("sydney")
+		floor := d.watchRunning()
+		sydney := fed.Provider("sydney")
 		sydney.Stop()
+		// The broker notices (15 s) and keeps the borrowed capacity: the
+		// broker's grace is 5 min.
+		d.eventually("sydney disconnected, its reservations in their grace", 30*time.Second, func() (bool, string) {
+			a, ok := d.advertisement("sydney")
+			return ok && !a.Available && a.GraceUntil != nil, fmt.Sprintf("available=%v graceUntil=%v", a.Available, a.GraceUntil)
+		})
+		if err := sydney.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		d.eventually("sydney advertising again, no grace left", 30*time.Second, func() (bool, string) {
+			a, ok := d.advertisement("sydney")
+			return ok && a.Available && a.GraceUntil == nil, fmt.Sprintf("available=%v graceUntil=%v", a.Available, a.GraceUntil)
+		})
+		d.runningOn(6, map[string]int{"sydney": 2})
+		if fewest := floor(); fewest < 6 {
+			t.Errorf("Running pods fell to %d while sydney's agent restarted, want never below 6", fewest)
+		}
+		if after := d.liveIDs("sydney"); !slices.Equal(before, after) {
+			t.Errorf("reservations on sydney %v before the restart, %v after: want the same ones kept", before, after)
+		}
+		d.off()
+	}) {
+		return
+	}
+	t.Run("ProviderStoppedPastGrace", func(t *testing.T) {
+		d.t = t
+		// The consumer's own grace, through its ConsumerPolicy on the
+		// consumer cluster's Kubernetes API.
+		d.disconnectGrace(10)
+		d.policy("Price", nil)
+		d.workload(true, 6)
+		d.runningOn(6, map[string]int{"sydney": 2})
+		sydney := fed.Provider("sydney")
+		sydney.Stop()
+		d.eventually("sydney's reservations failed: 15 s stale + 10 s grace", 60*time.Second, func() (bool, string) {
+			live := d.liveIDs("sydney")
+			return len(live) == 0, fmt.Sprintf("live on sydney: %v", live)
+		})
 		d.runningOn(6, map[string]int{"montreal": 2})
 		failed := 0
 		for _, r := range d.overview().Reservations {
@@ -327,6 +448,9 @@ func TestScenarios(t *testing.T) {
 				}
 				if r.Status == api.PhaseFailed {
 					failed++
+					if want := "disconnect grace of 10s ran out"; !strings.Contains(r.Message, want) {
+						t.Errorf("reservation %s failed with %q, want it to say %q", r.ReservationID, r.Message, want)
+					}
 				}
 			}
 		}

@@ -50,6 +50,9 @@ const (
 	MaxTextLength = 256
 	// MaxPercent is the highest capacityScalePercent.
 	MaxPercent = 100
+	// MaxDisconnectGraceSeconds is the longest disconnect grace a consumer
+	// may ask for (lifecycle.disconnectGraceSeconds): one day.
+	MaxDisconnectGraceSeconds = 86400
 )
 
 // maxShownValue bounds how much of a refused string an error echoes.
@@ -292,6 +295,20 @@ func (p *Placement) Check(field string) *FieldError {
 	return p.Weights.Check(join(field, "weights"))
 }
 
+// Check checks the lifecycle settings: disconnectGraceSeconds from 0 to
+// MaxDisconnectGraceSeconds, the thresholds (Thresholds.Check).
+func (l *Lifecycle) Check(field string) *FieldError {
+	if l == nil {
+		return nil
+	}
+	if l.DisconnectGraceSeconds != nil {
+		if g := *l.DisconnectGraceSeconds; g < 0 || g > MaxDisconnectGraceSeconds {
+			return fieldErr(join(field, "disconnectGraceSeconds"), showInt(int64(g)), "from 0 to "+strconv.Itoa(MaxDisconnectGraceSeconds)+" seconds")
+		}
+	}
+	return l.Thresholds.Check(join(field, "thresholds"))
+}
+
 // Check checks the sharing rules: at most MaxSharingConsumers cluster ids per
 // list, each a cluster id, and maxChunksPerConsumer >= 0.
 func (s *Sharing) Check(field string) *FieldError {
@@ -355,4 +372,27 @@ func CheckCarbonData(current *float64, forecast []float64) *FieldError {
 
 func sortedResourceNames(l corev1.ResourceList) []corev1.ResourceName {
 	return slices.Sorted(maps.Keys(l))
+}
+
+// MaxThreshold is the largest re-evaluation threshold (cost per hour,
+// carbon per hour or RTT in ms).
+const MaxThreshold = 1_000_000
+
+// Check checks the thresholds: each a finite number from 0 to MaxThreshold.
+func (t *Thresholds) Check(field string) *FieldError {
+	if t == nil {
+		return nil
+	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"costPerHour", t.CostPerHour}, {"carbonPerHour", t.CarbonPerHour}, {"rttMillis", t.RTTMillis}} {
+		if f.v == nil {
+			continue
+		}
+		if err := checkNumber(join(field, f.name), *f.v, 0, MaxThreshold, "a finite number from 0 to 1000000"); err != nil {
+			return err
+		}
+	}
+	return nil
 }

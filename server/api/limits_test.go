@@ -101,6 +101,10 @@ func TestRequestValidation(t *testing.T) {
 	noRes := ok
 	noRes.Resources = nil
 	weights := HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "liqo-c1", Placement: &Placement{Type: PlacementWeighted, Weights: &Weights{Distance: math.NaN()}}}
+	grace := func(s int32) *HeartbeatRequest {
+		return &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Lifecycle: &Lifecycle{DisconnectGraceSeconds: &s}}
+	}
+	lost := &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", NotReadyReservations: make([]string, MaxHeartbeatReservations+1)}
 	tests := []struct {
 		name  string
 		err   error
@@ -110,6 +114,12 @@ func TestRequestValidation(t *testing.T) {
 		{"no resources", noRes.Validate(), "resources"},
 		{"NaN weight", weights.Validate(), "placement.weights.distance"},
 		{"unknown policy is served as Standard", (&HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Placement: &Placement{Type: "Cheapest"}}).Validate(), ""},
+		{"disconnect grace 0", grace(0).Validate(), ""},
+		{"disconnect grace one day", grace(MaxDisconnectGraceSeconds).Validate(), ""},
+		{"disconnect grace over a day", grace(MaxDisconnectGraceSeconds + 1).Validate(), "lifecycle.disconnectGraceSeconds"},
+		{"negative disconnect grace", grace(-1).Validate(), "lifecycle.disconnectGraceSeconds"},
+		{"no disconnect grace set", (&HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Lifecycle: &Lifecycle{}}).Validate(), ""},
+		{"too many lost virtual nodes", lost.Validate(), "notReadyReservations"},
 		{"chunkCount 0", (&ReservationRequest{ProviderClusterID: "p1", ChunkType: ChunkStandard}).Validate(), "chunkCount"},
 		{"chunkCount 2", (&ReservationRequest{ProviderClusterID: "p1", ChunkCount: 2, ChunkType: ChunkStandard}).Validate(), "chunkCount"},
 		{"node group mismatch", (&ReservationRequest{ProviderClusterID: "p1", ChunkCount: 1, ChunkType: ChunkStandard, NodeGroupID: "ng-p2-standard"}).Validate(), "nodeGroupId"},

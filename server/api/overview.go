@@ -88,4 +88,8 @@ type OverviewConsumer struct {
 	// Spend is what the consumer's borrowed chunks cost and emit per hour
 	// now (extension).
 	Spend *ConsumerSpend `json:"spend,omitempty"`
+	// Reevaluations are the broker's latest re-evaluation decisions for
+	// the groups the consumer holds chunks in, by node-group id
+	// (extension).
+	Reevaluations []Reevaluation `json:"reevaluations,omitempty"`
 }

@@ -192,6 +192,15 @@ type AdvertisementSnapshot struct {
 	Sharing *Sharing `json:"sharing,omitempty"`
 	// Chunks breaks capacity down by chunk type (extension).
 	Chunks map[ChunkType]ChunkCounts `json:"chunks,omitempty"`
+	// DisconnectedAt is when the broker found the provider stale (no
+	// advertisement for --provider-stale-after); absent while it is
+	// available (extension).
+	DisconnectedAt *metav1.Time `json:"disconnectedAt,omitempty"`
+	// GraceUntil is when the last disconnect grace of the provider's live
+	// reservations ends: they fail then unless the provider advertises
+	// again (extension). Absent when the provider is available or holds no
+	// reservation in grace.
+	GraceUntil *metav1.Time `json:"graceUntil,omitempty"`
 	// Loans lists the live reservations the provider serves, oldest first
 	// (extension). Only GET /api/v1/advertisements/{clusterId} fills it,
 	// and only the provider itself may call that route; the overview
@@ -253,6 +262,28 @@ type HeartbeatRequest struct {
 	// consumer's live reservations whether or not it lists them. At most
 	// MaxHeartbeatReservations ids.
 	Reservations []string `json:"reservations,omitempty"`
+	// Lifecycle carries the consumer's lifecycle settings (extension); nil
+	// means the broker's defaults.
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+	// NotReadyReservations lists the reservations whose virtual node was
+	// Ready and is not any more, or was lost (extension): Liqo lost the
+	// provider. While the provider is disconnected this ends the
+	// reservation's disconnect grace at once. At most
+	// MaxHeartbeatReservations ids.
+	NotReadyReservations []string `json:"notReadyReservations,omitempty"`
+}
+
+// Lifecycle is a consumer's lifecycle settings (extension), from its
+// ConsumerPolicy.
+type Lifecycle struct {
+	// DisconnectGraceSeconds is how long the broker keeps the consumer's
+	// live reservations on a provider that stopped advertising before it
+	// fails them (0: fail them as soon as the provider is stale; nil: the
+	// broker's --disconnect-grace). At most MaxDisconnectGraceSeconds.
+	DisconnectGraceSeconds *int32 `json:"disconnectGraceSeconds,omitempty"`
+	// Thresholds are the consumer's re-evaluation thresholds (nil fields:
+	// the broker's defaults).
+	Thresholds *Thresholds `json:"thresholds,omitempty"`
 }
 
 // MaxHeartbeatReservations caps HeartbeatRequest.Reservations; a longer
@@ -328,6 +359,11 @@ type ReservationResponse struct {
 	Message               string              `json:"message,omitempty"`
 	// NodeGroupID names the group the reservation belongs to (extension).
 	NodeGroupID string `json:"nodeGroupId,omitempty"`
+	// GraceUntil is set while the reservation's provider is disconnected:
+	// the reservation fails then unless the provider advertises again
+	// first, or sooner if the consumer reports its virtual node NotReady
+	// (extension).
+	GraceUntil *metav1.Time `json:"graceUntil,omitempty"`
 }
 
 // ReleaseResponse answers DELETE /api/v1/reservations/{id}.

@@ -68,9 +68,14 @@ func (r *AdvertisementRequest) check() *FieldError {
 // Validate checks a heartbeat (docs/broker-api.md, route 4), including the
 // MaxHeartbeatReservations cap (checked first: it is the expensive part).
 func (r *HeartbeatRequest) Validate() error {
-	if n := len(r.Reservations); n > MaxHeartbeatReservations {
-		return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("reservations lists %d ids; at most %d are accepted", n, MaxHeartbeatReservations),
-			Details: map[string]any{"field": "reservations", "value": strconv.Itoa(n) + " ids", "allowed": "at most " + strconv.Itoa(MaxHeartbeatReservations) + " ids"}}
+	for _, l := range []struct {
+		field string
+		n     int
+	}{{"reservations", len(r.Reservations)}, {"notReadyReservations", len(r.NotReadyReservations)}} {
+		if l.n > MaxHeartbeatReservations {
+			return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("%s lists %d ids; at most %d are accepted", l.field, l.n, MaxHeartbeatReservations),
+				Details: map[string]any{"field": l.field, "value": strconv.Itoa(l.n) + " ids", "allowed": "at most " + strconv.Itoa(MaxHeartbeatReservations) + " ids"}}
+		}
 	}
 	return asError(r.check())
 }
@@ -83,6 +88,9 @@ func (r *HeartbeatRequest) check() *FieldError {
 		return err
 	}
 	if err := r.Placement.Check("placement"); err != nil {
+		return err
+	}
+	if err := r.Lifecycle.Check("lifecycle"); err != nil {
 		return err
 	}
 	if err := CheckText("region", r.Region); err != nil {

@@ -20,7 +20,8 @@ func TestHelp(t *testing.T) {
 	for _, flag := range []string{"--pki-dir", "--data-dir", "--listen", "--dashboard-listen", "--allow-legacy-certs",
 		"--reservation-lease", "--provider-stale-after", "--rate-limit-burst", "--rate-limit-rps", "--chunk-config", "--dashboard-token",
 		"--max-conns", "--max-conns-per-ip", "--handshake-timeout", "--reset-damaged-store",
-		"--store", "--kubeconfig", "--namespace", "--kube-api-qps", "--kube-api-burst"} {
+		"--store", "--kubeconfig", "--namespace", "--kube-api-qps", "--kube-api-burst", "--disconnect-grace",
+		"--reevaluate-interval", "--reevaluate-cost-threshold", "--reevaluate-carbon-threshold", "--reevaluate-rtt-threshold"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("--help does not document %s", flag)
 		}
@@ -53,6 +54,10 @@ func TestBadFlags(t *testing.T) {
 		{"negative release burst", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--rate-limit-release-burst", "-1"}, "--rate-limit-release-burst must be >= 0"},
 		{"negative chunk watts", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--chunk-watts-gpu", "-1"}, "--chunk-watts-gpu must be between 0 and 100000 watts"},
 		{"short history window", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--history-window", "1m"}, "--history-window must be between 5m0s and 168h0m0s"},
+		{"negative disconnect grace", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--disconnect-grace", "-1s"}, "--disconnect-grace must be between 0 (no grace) and 24h0m0s, got -1s"},
+		{"disconnect grace over a day", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--disconnect-grace", "25h"}, "--disconnect-grace must be between 0 (no grace) and 24h0m0s, got 25h0m0s"},
+		{"negative cost threshold", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--reevaluate-cost-threshold", "-0.5"}, "--reevaluate-cost-threshold must be a finite number from 0 to 1000000, got -0.5"},
+		{"short reevaluate interval", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--reevaluate-interval", "10ms"}, "--reevaluate-interval must be at least 1s"},
 		{"bad chunk config", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--chunk-config", filepath.Join(empty, "missing.yaml")}, "--chunk-config"},
 		{"env fallback", []string{"FA_PKI_DIR=" + empty}, []string{"broker", "--data-dir", empty}, "run `federation-autoscaler pki init --dir " + empty},
 		{"env bad value", []string{"FA_RATE_LIMIT_BURST=many"}, []string{"broker"}, "FA_RATE_LIMIT_BURST"},

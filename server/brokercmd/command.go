@@ -48,6 +48,15 @@ type Options struct {
 	AllowLegacyCerts   bool
 	ReservationLease   time.Duration
 	ProviderStaleAfter time.Duration
+	// DisconnectGrace keeps a stale provider's live reservations this much
+	// longer (0: fail them at once); a consumer may set its own.
+	DisconnectGrace time.Duration
+	// ReevaluateInterval and the thresholds drive the re-evaluation of
+	// held capacity (a consumer may set its own thresholds).
+	ReevaluateInterval time.Duration
+	CostThreshold      float64
+	CarbonThreshold    float64
+	RTTThreshold       float64
 	RateLimitBurst     int
 	RateLimitRPS       float64
 	ReleaseBurst       int
@@ -118,6 +127,11 @@ API server); every acknowledged change is durable before the answer goes out.`,
 	f.BoolVar(&o.AllowLegacyCerts, "allow-legacy-certs", false, "accept client certificates without a role (the reference broker's) for both roles")
 	f.DurationVar(&o.ReservationLease, "reservation-lease", reservations.DefaultReservationLease, "a reservation whose consumer has not sent a heartbeat for this long expires")
 	f.DurationVar(&o.ProviderStaleAfter, "provider-stale-after", reservations.DefaultProviderStaleAfter, "a provider without an advertisement for this long becomes unavailable")
+	f.DurationVar(&o.DisconnectGrace, "disconnect-grace", reservations.DefaultDisconnectGrace, "once a provider is stale (--provider-stale-after), keep its live reservations this much longer before they fail, so an agent restart evicts nothing; 0: fail them at once; a consumer's ConsumerPolicy lifecycle.disconnectGraceSeconds overrides it, and a virtual node the consumer reports NotReady ends it at once")
+	f.DurationVar(&o.ReevaluateInterval, "reevaluate-interval", reservations.DefaultReevaluateInterval, "re-evaluate every consumer's held capacity at least this often (a price, carbon, capacity or policy change does it at the next sweep)")
+	f.Float64Var(&o.CostThreshold, "reevaluate-cost-threshold", placement.DefaultCostThreshold, "Price consumers: another provider must be cheaper by more than this per chunk and hour (in --currency) for a held chunk to be worth moving")
+	f.Float64Var(&o.CarbonThreshold, "reevaluate-carbon-threshold", placement.DefaultCarbonThreshold, "Eco consumers: another provider must emit less by more than this many gCO2eq per chunk and hour")
+	f.Float64Var(&o.RTTThreshold, "reevaluate-rtt-threshold", placement.DefaultRTTThreshold, "Latency consumers: another provider's measured RTT must be lower by more than this many ms")
 	f.IntVar(&o.RateLimitBurst, "rate-limit-burst", rest.DefaultRateLimitBurst, "token-bucket burst of the per-certificate rate limit")
 	f.Float64Var(&o.RateLimitRPS, "rate-limit-rps", rest.DefaultRateLimitRPS, "sustained requests per second of the per-certificate rate limit")
 	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst; 0: the default")
@@ -155,6 +169,16 @@ func (o *Options) Validate() error {
 	}
 	if o.ProviderStaleAfter <= 0 {
 		errs = append(errs, fmt.Errorf("--provider-stale-after must be positive, got %s", o.ProviderStaleAfter))
+	}
+	if o.DisconnectGrace < 0 || o.DisconnectGrace > api.MaxDisconnectGraceSeconds*time.Second {
+		errs = append(errs, fmt.Errorf("--disconnect-grace must be between 0 (no grace) and %s, got %s", api.MaxDisconnectGraceSeconds*time.Second, o.DisconnectGrace))
+	}
+	if o.ReevaluateInterval != 0 && o.ReevaluateInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--reevaluate-interval must be at least 1s (0: the default %s), got %s", reservations.DefaultReevaluateInterval, o.ReevaluateInterval))
+	}
+	th := o.thresholds()
+	if fe := (&api.Thresholds{CostPerHour: &th.CostPerHour, CarbonPerHour: &th.CarbonPerHour, RTTMillis: &th.RTTMillis}).Check(""); fe != nil {
+		errs = append(errs, fmt.Errorf("--reevaluate-%s-threshold must be %s, got %s", thresholdFlag[fe.Field], fe.Want, fe.Value))
 	}
 	if o.RateLimitBurst < 1 {
 		errs = append(errs, fmt.Errorf("--rate-limit-burst must be >= 1, got %d", o.RateLimitBurst))
@@ -401,6 +425,9 @@ func openService(o Options, chunks placement.ChunkConfig, log *slog.Logger) (*re
 		ChunkConfig:        chunks,
 		ReservationLease:   o.ReservationLease,
 		ProviderStaleAfter: o.ProviderStaleAfter,
+		DisconnectGrace:    o.DisconnectGrace,
+		Thresholds:         ptr(o.thresholds()),
+		ReevaluateInterval: o.ReevaluateInterval,
 		Placer:             placement.NewIndex(chunks, placement.WithChunkWatts(o.chunkWatts())),
 	})
 	if err != nil {
@@ -516,3 +543,12 @@ func (srv *servers) shutdown(log *slog.Logger) {
 		_ = srv.dashLn.Close()
 	}
 }
+
+// thresholdFlag names the flag of each api.Thresholds field.
+var thresholdFlag = map[string]string{"costPerHour": "cost", "carbonPerHour": "carbon", "rttMillis": "rtt"}
+
+func (o *Options) thresholds() placement.Thresholds {
+	return placement.Thresholds{CostPerHour: o.CostThreshold, CarbonPerHour: o.CarbonThreshold, RTTMillis: o.RTTThreshold}
+}
+
+func ptr[T any](v T) *T { return &v }

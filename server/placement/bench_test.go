@@ -180,3 +180,22 @@ func BenchmarkExplain(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReevaluate is the broker's re-evaluation run: every consumer of
+// benchFederation (50, all policies, each holding 3 groups) against n
+// providers. One op is the whole run (the broker's per-interval cost).
+func BenchmarkReevaluate(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("providers=%d", n), func(b *testing.B) {
+			ix, consumers := benchFederation(b, n, "")
+			th := DefaultThresholds()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				for _, c := range consumers {
+					_ = ix.Reevaluate(c, nil, th)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
@@ -31,14 +32,20 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 		s.st.providers[cn] = p
 	}
 	wasAvailable := ok && p.available
-	write := !ok || s.mustStore(p.storedSeen, t.now, !reflect.DeepEqual(p.rec.Request, req))
+	changed := !reflect.DeepEqual(p.rec.Request, req)
+	write := !ok || s.mustStore(p.storedSeen, t.now, changed)
+	inGrace := !p.graceUntil.IsZero()
+	if !ok || !wasAvailable || changed {
+		s.markReevaluate() // prices, carbon, capacity or sharing changed
+	}
 	p.rec = store.Advertisement{Request: req, LastSeen: t.now}
 	p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
 	p.freshSince = t.now
 	p.available = true
 	p.staleHandled = false
+	p.graceUntil = time.Time{}
 	if ok && !wasAvailable {
-		s.log.Info("Provider is advertising again; available", "provider", cn)
+		s.log.Info("Provider is advertising again; available", "provider", cn, "withinDisconnectGrace", inGrace)
 	}
 	s.idx.UpsertProvider(s.placementProvider(cn, p))
 	if write {
@@ -147,6 +154,13 @@ func (s *Service) snapshot(id string, p *provider, dashboard bool) api.Advertise
 		CapacityScalePercent: r.CapacityScalePercent, CapacityFixed: r.CapacityFixed, Renewable: r.Renewable,
 		ProbeEndpoint: r.ProbeEndpoint, ChunkCount: total, ReservedChunks: reserved, AvailableChunks: avail,
 		LastSeen: mt(p.rec.LastSeen), Available: p.available, Sharing: cloneSharing(r.Sharing),
+	}
+	if !p.available {
+		at := mt(p.rec.LastSeen.Add(s.cfg.ProviderStaleAfter))
+		snap.DisconnectedAt = &at
+	}
+	if !p.graceUntil.IsZero() {
+		snap.GraceUntil = mtp(&p.graceUntil)
 	}
 	if len(p.chunks) > 0 {
 		snap.Chunks = make(map[api.ChunkType]api.ChunkCounts, len(p.chunks))

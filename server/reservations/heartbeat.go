@@ -2,6 +2,7 @@ package reservations
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"time"
 
@@ -28,12 +29,19 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	old := s.st.consumers[cn]
 	write := old == nil || s.mustStore(old.storedSeen, t.now, !reflect.DeepEqual(old.rec.Heartbeat, req))
 	s.applyPolicy(c)
+	applyLifecycle(c)
 	if c.warning != "" {
 		if old == nil || old.warning != c.warning {
 			s.log.Warn("Unknown placement policy; using Standard", "consumer", cn, "placement", req.Placement.Type)
 		}
 	}
 	s.st.consumers[cn] = c
+	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Placement, req.Placement) || !reflect.DeepEqual(old.rec.Heartbeat.Lifecycle, req.Lifecycle) {
+		s.markReevaluate() // the policy or the thresholds changed
+	}
+	if lifecycleChanged(old, c) && s.holdsInGraceLocked(cn, t.now) {
+		s.kickSweep() // a grace ends sooner or later, or a virtual node was lost
+	}
 	s.idx.UpsertConsumer(placementConsumer(c))
 	if write {
 		t.other = append(t.other, store.PutConsumer(c.rec))
@@ -98,4 +106,33 @@ func distinct(ids []string) []string {
 		}
 	}
 	return out
+}
+
+// lifecycleChanged reports whether the heartbeat changed what decides the
+// consumer's disconnect graces: its grace or its NotReady virtual nodes.
+func lifecycleChanged(old, c *consumer) bool {
+	if old == nil {
+		return c.grace != nil || len(c.notReady) > 0
+	}
+	if (old.grace == nil) != (c.grace == nil) || old.grace != nil && *old.grace != *c.grace {
+		return true
+	}
+	return !maps.Equal(old.notReady, c.notReady)
+}
+
+// holdsInGraceLocked reports whether consumer cn holds a reservation in its
+// disconnect grace. It looks only at the providers in their stale window
+// (few), through the per-pair index.
+func (s *Service) holdsInGraceLocked(cn string, now time.Time) bool {
+	for id, p := range s.st.providers {
+		if p.staleHandled || now.Before(s.staleAt(p)) {
+			continue
+		}
+		for _, r := range s.st.byPair[store.PairKey(cn, id)] {
+			if inGrace(r) {
+				return true
+			}
+		}
+	}
+	return false
 }

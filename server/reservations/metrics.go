@@ -1,6 +1,8 @@
 package reservations
 
 import (
+	"maps"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -15,13 +17,16 @@ type collector struct {
 	s                                    *Service
 	byPhase, chunksTotal, chunksReserved *prometheus.Desc
 	waiters, pending                     *prometheus.Desc
+	reevaluations                        *prometheus.Desc
 }
 
 // Collector returns a Prometheus collector of the domain's gauges:
 // fa_broker_reservations{phase}, fa_broker_chunks_total{provider,chunk_type},
 // fa_broker_chunks_reserved{provider,chunk_type},
-// fa_broker_longpoll_waiters and fa_broker_instructions_pending. Register
-// it once.
+// fa_broker_longpoll_waiters, fa_broker_instructions_pending and the
+// counter fa_broker_reevaluations_total{policy,decision} (re-evaluation
+// decisions that changed: a new outcome or target for a held group).
+// Register it once.
 func (s *Service) Collector() prometheus.Collector {
 	return &collector{
 		s:              s,
@@ -30,11 +35,12 @@ func (s *Service) Collector() prometheus.Collector {
 		chunksReserved: prometheus.NewDesc("fa_broker_chunks_reserved", "Chunks held by live reservations per provider and chunk type.", []string{"provider", "chunk_type"}, nil),
 		waiters:        prometheus.NewDesc("fa_broker_longpoll_waiters", "Instruction long-poll calls currently waiting.", nil, nil),
 		pending:        prometheus.NewDesc("fa_broker_instructions_pending", "Un-enforced instructions.", nil, nil),
+		reevaluations:  prometheus.NewDesc("fa_broker_reevaluations_total", "Re-evaluation decisions for a consumer's held group that changed (a new outcome or target), by policy and decision (move, keep).", []string{"policy", "decision"}, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.byPhase, c.chunksTotal, c.chunksReserved, c.waiters, c.pending} {
+	for _, d := range []*prometheus.Desc{c.byPhase, c.chunksTotal, c.chunksReserved, c.waiters, c.pending, c.reevaluations} {
 		ch <- d
 	}
 }
@@ -60,7 +66,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range s.st.pending {
 		pending += len(m)
 	}
+	reevals := maps.Clone(s.reevalCounts)
 	s.mu.Unlock()
+	for k, n := range reevals {
+		ch <- prometheus.MustNewConstMetric(c.reevaluations, prometheus.CounterValue, float64(n), string(k.policy), k.decision)
+	}
 	for _, p := range allPhases {
 		ch <- prometheus.MustNewConstMetric(c.byPhase, prometheus.GaugeValue, float64(counts[p]), string(p))
 	}

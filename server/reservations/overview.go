@@ -113,6 +113,7 @@ func (s *Service) overviewConsumersLocked() ([]api.OverviewConsumer, []string) {
 		}
 		spend := s.idx.Spend(id)
 		row.Spend = &spend
+		row.Reevaluations = slices.Clone(s.decisions[id])
 		if rtt, ok := hb.MeasuredLatencies[row.ChosenProvider]; ok && row.ChosenProvider != "" {
 			row.MeasuredRTT = &rtt
 		}

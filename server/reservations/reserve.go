@@ -163,6 +163,7 @@ func (s *Service) reservationResponse(r *store.Reservation) api.ReservationRespo
 		exp = *r.TerminatedAt
 	}
 	return api.ReservationResponse{
+		GraceUntil:            mtp(s.graceUntilLocked(r, s.clock.Now())),
 		ReservationID:         r.ID,
 		Status:                r.Phase,
 		ProviderClusterID:     r.ProviderID,

@@ -39,6 +39,8 @@ const (
 	DefaultEnforcedGC         = 5 * time.Minute
 	DefaultTerminalGC         = 15 * time.Minute
 	DefaultMaxWait            = 60 * time.Second
+	// DefaultDisconnectGrace is the broker command's --disconnect-grace.
+	DefaultDisconnectGrace = 5 * time.Minute
 )
 
 // Placer is the placement index the service keeps in step with its ledger
@@ -56,6 +58,9 @@ type Placer interface {
 	Spend(consumerID string) api.ConsumerSpend
 	// Epoch changes whenever a decision or explanation may change.
 	Epoch() uint64
+	// Reevaluate decides, for each group a consumer holds, whether another
+	// provider is better by more than the thresholds.
+	Reevaluate(consumerID string, rtts map[string]float64, th placement.Thresholds) []api.Reevaluation
 }
 
 // Config configures a Service. Store and Placer are required; zero
@@ -84,6 +89,18 @@ type Config struct {
 	TerminalGC time.Duration
 	// MaxWait caps the long-poll wait of Instructions.
 	MaxWait time.Duration
+	// DisconnectGrace: once a provider is stale (ProviderStaleAfter), its
+	// live reservations are kept this much longer before they fail, unless
+	// their consumer sets its own grace or reports the virtual node
+	// NotReady. Unlike the durations above, 0 means no grace (fail at
+	// once); the broker command defaults it to DefaultDisconnectGrace.
+	DisconnectGrace time.Duration
+	// Thresholds are the re-evaluation thresholds that a consumer's own
+	// override (default: placement.DefaultThresholds()).
+	Thresholds *placement.Thresholds
+	// ReevaluateInterval: every consumer's held capacity is re-evaluated
+	// at least this often (and at the next sweep after a relevant change).
+	ReevaluateInterval time.Duration
 	// Placer is the placement index (typically placement.NewIndex(ChunkConfig)).
 	Placer Placer
 }
@@ -104,6 +121,13 @@ func (c *Config) validate() error {
 	if len(c.ChunkConfig.Standard) == 0 && len(c.ChunkConfig.GPU) == 0 {
 		c.ChunkConfig = placement.DefaultChunkConfig()
 	}
+	if c.Thresholds == nil {
+		th := placement.DefaultThresholds()
+		c.Thresholds = &th
+	}
+	if c.DisconnectGrace < 0 {
+		return fmt.Errorf("reservations: Config.DisconnectGrace is negative (%s); use 0 (no grace) or a positive duration", c.DisconnectGrace)
+	}
 	for _, d := range []struct {
 		name string
 		v    *time.Duration
@@ -114,6 +138,7 @@ func (c *Config) validate() error {
 		{"EnforcedGC", &c.EnforcedGC, DefaultEnforcedGC},
 		{"TerminalGC", &c.TerminalGC, DefaultTerminalGC},
 		{"MaxWait", &c.MaxWait, DefaultMaxWait},
+		{"ReevaluateInterval", &c.ReevaluateInterval, DefaultReevaluateInterval},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("reservations: Config.%s is negative (%s); use a positive duration or 0 for the default %s", d.name, *d.v, d.def)
@@ -140,9 +165,11 @@ type Service struct {
 	closing bool
 
 	commitKick chan struct{}
-	stop       chan struct{}
-	done       chan struct{}
-	closeOnce  sync.Once
+	// sweepKick asks Run for a sweep before its next deadline.
+	sweepKick chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
 
 	waiters atomic.Int64
 
@@ -153,6 +180,13 @@ type Service struct {
 
 	// explained caches every consumer's explanation at one Placer epoch.
 	explained explanationCache
+	// Re-evaluation (guarded by mu): the last decisions per consumer, when
+	// the next periodic run is due, whether a relevant change asks for one
+	// sooner, and the decision changes counted per policy and outcome.
+	decisions    map[string][]api.Reevaluation
+	reevalAt     time.Time
+	reevalDirty  bool
+	reevalCounts map[reevalKey]uint64
 }
 
 type commitReq struct {
@@ -169,13 +203,16 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{
-		cfg:        cfg,
-		clock:      cfg.Clock,
-		log:        cfg.Logger,
-		idx:        cfg.Placer,
-		commitKick: make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
+		cfg:          cfg,
+		clock:        cfg.Clock,
+		log:          cfg.Logger,
+		idx:          cfg.Placer,
+		commitKick:   make(chan struct{}, 1),
+		sweepKick:    make(chan struct{}, 1),
+		decisions:    map[string][]api.Reevaluation{},
+		reevalCounts: map[reevalKey]uint64{},
+		stop:         make(chan struct{}),
+		done:         make(chan struct{}),
 	}
 	snap, err := cfg.Store.Load(context.Background())
 	if err != nil {
@@ -374,19 +411,47 @@ const minSweepInterval = time.Second
 func (s *Service) Run(ctx context.Context) error {
 	for {
 		next := s.sweep(ctx)
+		last := s.clock.Now()
 		// Deadlines may be served up to minSweepInterval late; that bounds
 		// the sweeps (each O(state)) when many deadlines fall close together.
-		d := max(next.Sub(s.clock.Now()), minSweepInterval)
-		t := s.clock.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !s.sleep(ctx, max(next.Sub(last), minSweepInterval), true) {
 			return nil
-		case <-s.stop:
-			t.Stop()
-			return nil
-		case <-t.C():
 		}
+		// A kick (a deadline moved earlier) still waits out the interval.
+		if !s.sleep(ctx, last.Add(minSweepInterval).Sub(s.clock.Now()), false) {
+			return nil
+		}
+	}
+}
+
+// sleep waits d (nothing when d <= 0), or until a sweep kick when kickable.
+// It reports false when ctx ended or the service is closing.
+func (s *Service) sleep(ctx context.Context, d time.Duration, kickable bool) bool {
+	if d <= 0 {
+		return true
+	}
+	var kick chan struct{}
+	if kickable {
+		kick = s.sweepKick
+	}
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.stop:
+		return false
+	case <-t.C():
+	case <-kick:
+	}
+	return true
+}
+
+// kickSweep asks Run for a sweep now (coalesced).
+func (s *Service) kickSweep() {
+	select {
+	case s.sweepKick <- struct{}{}:
+	default:
 	}
 }
 

@@ -26,6 +26,9 @@ type provider struct {
 	// storedSeen is the LastSeen of the record last handed to the store
 	// (see seenWriteEvery).
 	storedSeen time.Time
+	// graceUntil is when the last disconnect grace of the stale provider's
+	// live reservations ends (zero: none in grace), as of the last sweep.
+	graceUntil time.Time
 }
 
 // consumer is a registry entry plus derived state.
@@ -41,6 +44,11 @@ type consumer struct {
 	// storedSeen is the LastSeen of the record last handed to the store
 	// (see seenWriteEvery).
 	storedSeen time.Time
+	// grace is the consumer's own disconnect grace (nil: the broker's).
+	grace *time.Duration
+	// notReady holds the reservations whose virtual node the consumer
+	// reports NotReady.
+	notReady map[string]struct{}
 }
 
 type ptKey struct {
@@ -106,6 +114,7 @@ func (s *Service) buildState(snap store.Snapshot, now time.Time) *state {
 	for _, c := range snap.Consumers {
 		cs := &consumer{rec: c, leaseBase: later(c.LastSeen, now), storedSeen: c.LastSeen}
 		s.applyPolicy(cs)
+		applyLifecycle(cs)
 		st.consumers[c.Heartbeat.ClusterID] = cs
 	}
 	for i := range snap.Credentials {
@@ -302,6 +311,11 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // flushUsage pushes the usage of every touched key into the index.
 func (s *Service) flushUsage(t *txn) {
+	if len(t.touched) > 0 {
+		// Room changed: re-evaluated at the next sweep, without waking
+		// the sweeper for every reservation.
+		s.reevalDirty = true
+	}
 	for k := range t.touched {
 		s.idx.SetUsage(k.provider, k.typ, k.consumer, s.st.usage[k])
 	}
@@ -344,6 +358,22 @@ func placementConsumer(c *consumer) placement.Consumer {
 		Placement: pl,
 		Latitude:  c.rec.Heartbeat.Latitude,
 		Longitude: c.rec.Heartbeat.Longitude,
+	}
+}
+
+// applyLifecycle derives the consumer's disconnect grace and NotReady set
+// from its heartbeat.
+func applyLifecycle(c *consumer) {
+	c.grace, c.notReady = nil, nil
+	if l := c.rec.Heartbeat.Lifecycle; l != nil && l.DisconnectGraceSeconds != nil {
+		g := time.Duration(*l.DisconnectGraceSeconds) * time.Second
+		c.grace = &g
+	}
+	if ids := c.rec.Heartbeat.NotReadyReservations; len(ids) > 0 {
+		c.notReady = make(map[string]struct{}, len(ids))
+		for _, id := range ids {
+			c.notReady[id] = struct{}{}
+		}
 	}
 }
 

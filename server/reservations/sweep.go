@@ -10,8 +10,9 @@ import (
 )
 
 // sweep expires reservations whose lease ran out, marks stale providers
-// unavailable (failing their reservations) and garbage-collects enforced
-// instructions and terminal reservations. It returns when it must run
+// unavailable (failing their reservations after their disconnect grace),
+// garbage-collects enforced instructions and terminal reservations, and
+// re-evaluates the held capacity when due. It returns when it must run
 // again.
 func (s *Service) sweep(ctx context.Context) time.Time {
 	s.mu.Lock()
@@ -24,13 +25,21 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	s.sweepReservations(t, next)
 	s.sweepInstructions(t, next)
 	req := s.enqueue(t)
+	var inputs []reevalInput
+	due := s.reevaluateDueLocked(t.now, next)
+	if due {
+		inputs = s.reevalInputsLocked()
+	}
 	s.mu.Unlock()
 	if err := await(req); err != nil {
 		s.log.Error("Persisting the sweep failed; it will run again", "err", err)
 		return t.now.Add(time.Second)
 	}
+	if due && s.reevaluate(t.now, inputs) {
+		changed = true
+	}
 	if changed && req == nil {
-		s.notify() // an availability change that needed no write
+		s.notify() // an availability change or decisions that needed no write
 	}
 	return next.at
 }
@@ -45,12 +54,15 @@ func (w *wake) soon(d time.Time) {
 }
 
 // sweepProviders marks the providers that stopped advertising unavailable
-// and, once they stayed stale for ProviderStaleAfter since they were last
-// fresh, fails their live reservations. It reports whether an availability
-// changed.
+// at once and, once they stayed stale for ProviderStaleAfter since they were
+// last fresh, starts the disconnect grace of their live reservations: each
+// fails when its consumer's grace ran out, or as soon as the consumer
+// reports its virtual node NotReady (Liqo lost the provider too). It reports
+// whether an availability changed.
 func (s *Service) sweepProviders(t *txn, next *wake) bool {
 	now := t.now
 	changed := false
+	var stale map[string]*provider
 	for _, id := range sortedKeys(s.st.providers) {
 		p := s.st.providers[id]
 		if p.staleHandled {
@@ -59,24 +71,106 @@ func (s *Service) sweepProviders(t *txn, next *wake) bool {
 		if deadline := p.rec.LastSeen.Add(s.cfg.ProviderStaleAfter); p.available && !now.Before(deadline) {
 			p.available = false
 			changed = true
-			s.log.Warn("Provider stopped advertising; unavailable", "provider", id, "lastSeen", p.rec.LastSeen)
+			s.log.Warn("Provider stopped advertising; unavailable for new reservations", "provider", id, "lastSeen", p.rec.LastSeen)
 			s.idx.UpsertProvider(s.placementProvider(id, p))
 		} else if p.available {
 			next.soon(deadline)
 		}
-		deadline := p.freshSince.Add(s.cfg.ProviderStaleAfter)
-		if now.Before(deadline) {
+		if deadline := s.staleAt(p); now.Before(deadline) {
 			next.soon(deadline)
 			continue
 		}
-		p.staleHandled = true
-		for _, r := range s.sortedReservations() {
-			if r.ProviderID == id && !r.Phase.Terminal() && r.Phase != api.PhaseUnpeering {
-				s.setPhase(t, r, api.PhaseFailed, "provider "+id+" stopped advertising")
-			}
+		if stale == nil {
+			stale = map[string]*provider{}
+		}
+		stale[id] = p
+	}
+	if stale == nil {
+		return changed
+	}
+	until := make(map[string]time.Time, len(stale))
+	for _, r := range s.sortedReservations() {
+		p := stale[r.ProviderID]
+		if p == nil || !inGrace(r) {
+			continue
+		}
+		if why := s.graceOver(now, p, r); why != "" {
+			s.setPhase(t, r, api.PhaseFailed, why)
+			continue
+		}
+		end := s.graceEnd(p, r)
+		next.soon(end)
+		if end.After(until[r.ProviderID]) {
+			until[r.ProviderID] = end
 		}
 	}
+	for id, p := range stale {
+		if !until[id].Equal(p.graceUntil) {
+			p.graceUntil = until[id]
+			changed = true // the dashboard shows the grace
+		}
+		// Nobody can reserve on a stale provider, so once no reservation
+		// is in grace there is nothing left to do until it advertises.
+		p.staleHandled = p.graceUntil.IsZero()
+	}
 	return changed
+}
+
+// inGrace reports whether r is one a disconnect grace applies to: live and
+// not Unpeering (an Unpeering reservation waits for the consumer's Unpeer,
+// which needs no provider).
+func inGrace(r *store.Reservation) bool {
+	return !r.Phase.Terminal() && r.Phase != api.PhaseUnpeering
+}
+
+// staleAt is when p's current freshness window ends: from then on its live
+// reservations are in their disconnect grace.
+func (s *Service) staleAt(p *provider) time.Time {
+	return p.freshSince.Add(s.cfg.ProviderStaleAfter)
+}
+
+// disconnectGrace is consumer cn's disconnect grace: its heartbeated
+// setting, else the broker's.
+func (s *Service) disconnectGrace(cn string) time.Duration {
+	if c := s.st.consumers[cn]; c != nil && c.grace != nil {
+		return *c.grace
+	}
+	return s.cfg.DisconnectGrace
+}
+
+// graceEnd is when r fails unless p advertises again first.
+func (s *Service) graceEnd(p *provider, r *store.Reservation) time.Time {
+	return s.staleAt(p).Add(s.disconnectGrace(r.ConsumerID))
+}
+
+// graceOver says why r, a reservation on the stale provider p, must fail
+// now ("" while its grace runs).
+func (s *Service) graceOver(now time.Time, p *provider, r *store.Reservation) string {
+	base := "provider " + r.ProviderID + " stopped advertising"
+	if c := s.st.consumers[r.ConsumerID]; c != nil {
+		if _, lost := c.notReady[r.ID]; lost {
+			return base + " and consumer " + r.ConsumerID + " reports its virtual node NotReady"
+		}
+	}
+	g := s.disconnectGrace(r.ConsumerID)
+	if now.Before(s.graceEnd(p, r)) {
+		return ""
+	}
+	if g == 0 {
+		return base
+	}
+	return base + "; its disconnect grace of " + g.String() + " ran out"
+}
+
+// graceUntilLocked is when r's disconnect grace ends, or nil when it is not
+// in one.
+func (s *Service) graceUntilLocked(r *store.Reservation, now time.Time) *time.Time {
+	p := s.st.providers[r.ProviderID]
+	if p == nil || p.staleHandled || !inGrace(r) || now.Before(s.staleAt(p)) {
+		return nil
+	}
+	end := s.graceEnd(p, r)
+	return &end
 }
 
 // sweepReservations deletes terminal reservations after TerminalGC and

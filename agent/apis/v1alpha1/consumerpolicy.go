@@ -36,3 +36,24 @@ func PlacementFromAPI(p api.Placement) Placement {
 	}
 	return out
 }
+
+// API is the lifecycle as the heartbeat carries it (nil when l is nil or
+// sets nothing: the broker's defaults).
+func (l *Lifecycle) API() *api.Lifecycle {
+	if l == nil || l.DisconnectGraceSeconds == nil && l.Thresholds == nil {
+		return nil
+	}
+	out := &api.Lifecycle{DisconnectGraceSeconds: clone(l.DisconnectGraceSeconds)}
+	if t := l.Thresholds; t != nil {
+		out.Thresholds = &api.Thresholds{CostPerHour: clone(t.CostPerHour), CarbonPerHour: clone(t.CarbonPerHour), RTTMillis: clone(t.RTTMillis)}
+	}
+	return out
+}
+
+func clone[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}

@@ -85,6 +85,52 @@ type ConsumerPolicySpec struct {
 	// location picker writes it).
 	// +optional
 	Location *Location `json:"location,omitempty"`
+	// Lifecycle holds what the broker does with borrowed capacity over
+	// time (sent in every heartbeat).
+	// +optional
+	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+}
+
+// Lifecycle is what the broker does with a consumer's borrowed capacity
+// over time.
+type Lifecycle struct {
+	// DisconnectGraceSeconds is how long the broker keeps this consumer's
+	// reservations on a provider that stopped advertising (after the
+	// broker's --provider-stale-after) before it fails them and the
+	// capacity fails over; 0 fails them at once. Unset: the broker's
+	// --disconnect-grace (default 5 minutes). A virtual node that goes
+	// NotReady ends the grace at once.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	// +optional
+	DisconnectGraceSeconds *int32 `json:"disconnectGraceSeconds,omitempty"`
+	// Thresholds are how much better per chunk another provider must be
+	// before the broker finds a held chunk worth moving (unset fields: the
+	// broker's --reevaluate-*-threshold).
+	// +optional
+	Thresholds *Thresholds `json:"thresholds,omitempty"`
+}
+
+// Thresholds are per-chunk re-evaluation thresholds: a move must save MORE
+// than the threshold of the policy's metric. Numbers (not Quantities),
+// because they are compared, never stored as amounts, and map one to one
+// onto the heartbeat's.
+type Thresholds struct {
+	// CostPerHour is in the federation's currency per hour (Price).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	CostPerHour *float64 `json:"costPerHour,omitempty"`
+	// CarbonPerHour is in gCO2eq per hour (Eco).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	CarbonPerHour *float64 `json:"carbonPerHour,omitempty"`
+	// RTTMillis is in milliseconds of measured round trip (Latency).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000000
+	// +optional
+	RTTMillis *float64 `json:"rttMillis,omitempty"`
 }
 
 // ConsumerPolicy tells the broker how to choose providers for this consumer.
