@@ -151,18 +151,13 @@ func (a *Agent) ensureSecret(ctx context.Context, res, prov, kubeconfig string) 
 	return kubeconfig, nil
 }
 
-// ensureSlice creates rs-<res> in the provider's tenant namespace.
+// ensureSlice makes sure rs-<res> exists in the provider's tenant namespace
+// (which the peering created) with liqo.EnsureResourceSlice: read first,
+// create only when absent, since Liqo's webhook forbids a second Create.
 func (a *Agent) ensureSlice(ctx context.Context, res, provLiqo string, resources corev1.ResourceList) error {
-	ns := liqo.TenantNamespace(provLiqo)
-	if err := a.cfg.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating tenant namespace %s: %w", ns, err)
-	}
-	rs := liqo.NewResourceSlice(sliceName(res), ns, a.cfg.LiqoClusterID, provLiqo, resources)
+	rs := liqo.NewResourceSlice(sliceName(res), liqo.TenantNamespace(provLiqo), a.cfg.LiqoClusterID, provLiqo, resources)
 	rs.Labels[fav1alpha1.ReservationLabel] = res
-	if err := a.cfg.Client.Create(ctx, rs); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating ResourceSlice %s/%s: %w", ns, rs.Name, err)
-	}
-	return nil
+	return liqo.EnsureResourceSlice(ctx, a.cfg.Client, rs)
 }
 
 // ensureVNS creates vns-<res> in phase Creating.

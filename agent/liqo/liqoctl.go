@@ -16,8 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
-
-	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
 // Timeouts of the liqoctl commands (reference §9.2).
@@ -91,7 +89,7 @@ func NewLiqoctl(opts LiqoctlOptions) *Liqoctl {
 // --consumer-cluster-id <consumerLiqoClusterID>` and returns its trimmed
 // standard output, which must be a kubeconfig.
 func (l *Liqoctl) GeneratePeeringUser(ctx context.Context, consumerLiqoClusterID string) (string, error) {
-	if err := validID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
+	if err := CheckClusterID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
 		return "", err
 	}
 	out, err := l.run(ctx, l.opts.GenerateTimeout, "generate", "peering-user", "--consumer-cluster-id", consumerLiqoClusterID)
@@ -108,7 +106,7 @@ func (l *Liqoctl) GeneratePeeringUser(ctx context.Context, consumerLiqoClusterID
 // DeletePeeringUser runs `liqoctl delete peering-user --consumer-cluster-id
 // <consumerLiqoClusterID>`; an output saying "not found" is success.
 func (l *Liqoctl) DeletePeeringUser(ctx context.Context, consumerLiqoClusterID string) error {
-	if err := validID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
+	if err := CheckClusterID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
 		return err
 	}
 	_, err := l.run(ctx, l.opts.DeletePeeringUserTimeout, "delete", "peering-user", "--consumer-cluster-id", consumerLiqoClusterID)
@@ -124,7 +122,7 @@ func (l *Liqoctl) DeletePeeringUser(ctx context.Context, consumerLiqoClusterID s
 // NodePort --create-resource-slice=false`. liqoctl reconciles an existing
 // peering, so repeating it is harmless.
 func (l *Liqoctl) Peer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error {
-	if err := validID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
+	if err := CheckClusterID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
 		return err
 	}
 	return l.withKubeconfig(kubeconfig, providerLiqoClusterID, func(path string) error {
@@ -141,7 +139,7 @@ func (l *Liqoctl) Peer(ctx context.Context, providerLiqoClusterID, kubeconfig st
 // "not found" is success) and then, when a Client is configured, deletes the
 // provider's ForeignCluster.
 func (l *Liqoctl) Unpeer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error {
-	if err := validID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
+	if err := CheckClusterID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
 		return err
 	}
 	err := l.withKubeconfig(kubeconfig, providerLiqoClusterID, func(path string) error {
@@ -278,18 +276,6 @@ func isNotFound(err error) bool {
 	}
 	o := strings.ToLower(ce.Output)
 	return strings.Contains(o, "not found") || strings.Contains(o, "notfound")
-}
-
-// validID checks a Liqo cluster id with the broker's rule (api.CheckClusterID:
-// Liqo's own, a DNS-1123 label) before it reaches a liqoctl command line.
-func validID(what, id string) error {
-	if id == "" {
-		return fmt.Errorf("%s is empty", what)
-	}
-	if fe := api.CheckClusterID(what, id); fe != nil {
-		return fmt.Errorf("%s %s is not a valid Liqo cluster id: it must be %s", what, api.ShowString(id), fe.Want)
-	}
-	return nil
 }
 
 var (
