@@ -106,12 +106,12 @@ func TestProvider(t *testing.T) {
 		}
 	}
 	c.checkRBAC(t, ns, "provider-agent",
-		[][3]string{{"list", "nodes", ""}, {"watch", "pods", ""}, {"update", "configmaps", ns}, {"create", "certificatesigningrequests.certificates.k8s.io", ""}},
+		[][3]string{{"list", "nodes", ""}, {"watch", "pods", ""}, {"update", "configmaps", ns}, {"create", "certificatesigningrequests.certificates.k8s.io", ""}, {"deletecollection", "certificatesigningrequests.certificates.k8s.io", ""}},
 		[][3]string{{"get", "secrets", ns}, {"update", "configmaps", "default"}, {"delete", "nodes", ""}, {"create", "customresourcedefinitions.apiextensions.k8s.io", ""}})
 
 	// The simulated driver: no liqoctl RBAC left behind.
 	mustRun(t, dir, "provider-up.sh", "--kubeconfig", c.env.Kubeconfig, "--image", testImage, "--bundle", bundle, "--namespace", ns, "--liqo-driver", "sim")
-	c.checkRBAC(t, ns, "provider-agent", [][3]string{{"list", "nodes", ""}}, [][3]string{{"create", "certificatesigningrequests.certificates.k8s.io", ""}})
+	c.checkRBAC(t, ns, "provider-agent", [][3]string{{"list", "nodes", ""}, {"create", "configmaps", "liqo"}}, [][3]string{{"create", "certificatesigningrequests.certificates.k8s.io", ""}})
 
 	// A new bundle replaces the Secret and rolls the pods (the checksum
 	// annotation of the pod template changes).

@@ -13,11 +13,13 @@ import (
 )
 
 // InstallClusterID plays the part of `liqoctl install --cluster-id id` that
-// the agents rely on: Liqo's clusterid ConfigMap in namespace (created when
-// missing), named and labelled as Liqo's chart makes it. Like Liqo's chart it
-// never changes an id that is already there, so the id stays Liqo-owned: the
-// agent then reads it back with liqo.ResolveClusterID, exactly as with the
-// real Liqo, and a --liqo-cluster-id that disagrees is refused the same way.
+// the agents rely on: Liqo's clusterid ConfigMap in namespace (created, with
+// the namespace, when missing), named and labelled as Liqo's chart makes it.
+// Like Liqo's chart it never changes an id that is already there, so the id
+// stays Liqo-owned: the agent then reads it back with liqo.ResolveClusterID,
+// exactly as with the real Liqo, and a --liqo-cluster-id that disagrees is
+// refused the same way. It only creates (no read, so the role needs no more
+// than create on namespaces and configmaps).
 func InstallClusterID(ctx context.Context, c client.Client, namespace, id string) error {
 	if err := liqo.CheckClusterID("the simulated Liqo's cluster id", id); err != nil {
 		return err
@@ -26,19 +28,8 @@ func InstallClusterID(ctx context.Context, c client.Client, namespace, id string
 		namespace = liqo.DefaultNamespace
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(ns), ns); apierrors.IsNotFound(err) {
-		if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating the simulated Liqo's namespace %s: %w", namespace, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("reading the simulated Liqo's namespace %s: %w", namespace, err)
-	}
-	var list corev1.ConfigMapList
-	if err := c.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{liqo.ClusterIDConfigMapLabel: liqo.ClusterIDConfigMapLabelValue}); err != nil {
-		return fmt.Errorf("reading the simulated Liqo's cluster id: %w", err)
-	}
-	if len(list.Items) > 0 {
-		return nil // installed before: the id is Liqo's, never rewritten
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the simulated Liqo's namespace %s: %w", namespace, err)
 	}
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: liqo.ClusterIDConfigMapName, Namespace: namespace, Labels: map[string]string{
@@ -48,7 +39,7 @@ func InstallClusterID(ctx context.Context, c client.Client, namespace, id string
 		Data: map[string]string{liqo.ClusterIDConfigMapKey: id},
 	}
 	if err := c.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("writing the simulated Liqo's cluster id: %w", err)
+		return fmt.Errorf("writing the simulated Liqo's cluster id to ConfigMap %s/%s: %w", namespace, cm.Name, err)
 	}
 	return nil
 }
