@@ -109,4 +109,3 @@ func TestEnsureResourceSliceRefusesABadSlice(t *testing.T) {
 		t.Fatalf("slices created: %d (%v)", len(list.Items), err)
 	}
 }
-
