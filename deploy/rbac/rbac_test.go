@@ -100,6 +100,13 @@ func TestAgentRBAC(t *testing.T) {
 		must(t, "preflight pods", preflight.CanList(ctx, c, &corev1.PodList{}, ""))
 		must(t, "create configmap", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sharing"}}))
 		must(t, "install CRDs", crds.Install(ctx, cfg))
+		// The simulated Liqo's install, then the id read back as with Liqo.
+		must(t, "install the simulated Liqo's cluster id", liqosim.InstallClusterID(ctx, c, "liqo-p", "prov"))
+		must(t, "install again (no change)", liqosim.InstallClusterID(ctx, c, "liqo-p", "other-id"))
+		if id, err := liqo.ResolveClusterID(ctx, c, "liqo-p", ""); err != nil || id != "prov" {
+			t.Errorf("the provider's Liqo id = %q, %v; want prov", id, err)
+		}
+		forbidden(t, "read another ConfigMap of Liqo's namespace", c.Get(ctx, client.ObjectKey{Namespace: "liqo-p", Name: "other"}, &corev1.ConfigMap{}))
 		forbidden(t, "list secrets", c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)))
 		forbidden(t, "configmap in another namespace", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "x"}}))
 		forbidden(t, "delete a node", c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}))
@@ -117,6 +124,10 @@ func TestAgentRBAC(t *testing.T) {
 		must(t, "preflight nodes", preflight.CanList(ctx, c, &corev1.NodeList{}, ""))
 		must(t, "preflight VirtualNodeStates", preflight.CanList(ctx, c, &fav1alpha1.VirtualNodeStateList{}, ns))
 		must(t, "preflight ConsumerPolicies", preflight.CanList(ctx, c, &fav1alpha1.ConsumerPolicyList{}, ns))
+		must(t, "install the simulated Liqo's cluster id", liqosim.InstallClusterID(ctx, c, "", "cons"))
+		if id, err := liqo.ResolveClusterID(ctx, c, "", "cons"); err != nil || id != "cons" {
+			t.Errorf("the consumer's Liqo id = %q, %v; want cons", id, err)
+		}
 		ctrl, err := liqosim.NewController(cfg, liqosim.ControllerOptions{})
 		must(t, "NewController", err)
 		runCtx, cancel := context.WithCancel(ctx)
@@ -135,7 +146,8 @@ func TestAgentRBAC(t *testing.T) {
 		must(t, "secret", c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubeconfig-r1"}, StringData: map[string]string{"kubeconfig": kc}}))
 		must(t, "peer", d.Peer(ctx, "prov", kc))
 		res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
-		must(t, "create slice", c.Create(ctx, liqo.NewResourceSlice("rs-r1", liqo.TenantNamespace("prov"), "cons", "prov", res)))
+		must(t, "create slice", liqo.EnsureResourceSlice(ctx, c, liqo.NewResourceSlice("rs-r1", liqo.TenantNamespace("prov"), "cons", "prov", res)))
+		must(t, "create slice again (redelivered Peer)", liqo.EnsureResourceSlice(ctx, c, liqo.NewResourceSlice("rs-r1", liqo.TenantNamespace("prov"), "cons", "prov", res)))
 		must(t, "create VirtualNodeState", c.Create(ctx, &fav1alpha1.VirtualNodeState{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vns-r1", Labels: map[string]string{fav1alpha1.ReservationLabel: "r1"}},
 			Spec:       fav1alpha1.VirtualNodeStateSpec{ProviderClusterID: "p", ProviderLiqoClusterID: "prov", NodeGroupID: "ng", ReservationID: "r1", Resources: res},
