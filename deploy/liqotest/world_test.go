@@ -9,9 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net/http"
 	"net/http/httptest"
@@ -32,10 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/liqotech/liqo/pkg/webhooks/resourceslice"
@@ -100,8 +95,8 @@ func start(t *testing.T) *world {
 	// The agents' RBAC as shipped, plus the binding docs/liqo.md asks an
 	// operator to make for `liqoctl peer`/`unpeer` on the consumer.
 	env.EnsureNamespace(t, agentNS)
-	applyFile(t, w.admin, filepath.Join(testbin.RepoRoot(), "deploy", "rbac", "provider-agent.yaml"))
-	applyFile(t, w.admin, filepath.Join(testbin.RepoRoot(), "deploy", "rbac", "consumer-agent.yaml"))
+	env.ApplyFile(t, filepath.Join(testbin.RepoRoot(), "deploy", "rbac", "provider-agent.yaml"))
+	env.ApplyFile(t, filepath.Join(testbin.RepoRoot(), "deploy", "rbac", "consumer-agent.yaml"))
 	must(t, "binding cluster-admin to the consumer agent (docs/liqo.md)", w.admin.Create(ctx, &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "federation-autoscaler:consumer-liqoctl"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
@@ -333,54 +328,12 @@ func (w *world) finalizeNamespaces(t *testing.T, ctx context.Context) {
 	})
 }
 
-// as returns a kubeconfig file and a client acting as the agent's
-// ServiceAccount (impersonated by the admin), for liqoctl and for the
-// driver's own API calls.
+// as returns a kubeconfig file (for liqoctl) and a client (for the driver's
+// own API calls) acting as the agent's ServiceAccount.
 func (w *world) as(t *testing.T, sa string) (kubeconfigPath string, c client.Client) {
 	t.Helper()
-	user := "system:serviceaccount:" + agentNS + ":" + sa
-	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + agentNS, "system:authenticated"}
-	kc, err := clientcmd.LoadFromFile(w.env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ai := range kc.AuthInfos {
-		ai.Impersonate, ai.ImpersonateGroups = user, groups
-	}
-	kubeconfigPath = filepath.Join(t.TempDir(), sa+".kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfigPath); err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.CopyConfig(w.env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
-	c, err = client.New(cfg, client.Options{Scheme: testcluster.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, c, kubeconfigPath = w.env.AsServiceAccount(t, agentNS, sa)
 	return kubeconfigPath, c
-}
-
-func applyFile(t *testing.T, c client.Client, file string) {
-	t.Helper()
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return
-		} else if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Create(context.Background(), u); err != nil {
-			t.Fatalf("%s: creating %s %s: %v", file, u.GetKind(), u.GetName(), err)
-		}
-	}
 }
 
 func must(t *testing.T, what string, err error) {

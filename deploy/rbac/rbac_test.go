@@ -4,11 +4,7 @@
 package rbac_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -16,9 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,40 +26,9 @@ import (
 
 const ns = "federation-autoscaler"
 
-func apply(t *testing.T, c client.Client, file string) {
-	t.Helper()
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return
-		} else if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Create(context.Background(), u); err != nil {
-			t.Fatalf("%s: creating %s %s: %v", file, u.GetKind(), u.GetName(), err)
-		}
-	}
-}
-
 func as(t *testing.T, env *testcluster.Env, sa string) (*rest.Config, client.Client) {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + sa,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-	}
-	c, err := client.New(cfg, client.Options{Scheme: testcluster.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, c, _ := env.AsServiceAccount(t, ns, sa)
 	return cfg, c
 }
 
@@ -88,8 +51,8 @@ func TestAgentRBAC(t *testing.T) {
 	ctx := context.Background()
 	env.EnsureNamespace(t, ns)
 	env.EnsureNamespace(t, "other")
-	apply(t, env.Client, "provider-agent.yaml")
-	apply(t, env.Client, "consumer-agent.yaml")
+	env.ApplyFile(t, "provider-agent.yaml")
+	env.ApplyFile(t, "consumer-agent.yaml")
 
 	t.Run("provider", func(t *testing.T) {
 		cfg, c := as(t, env, "provider-agent")
