@@ -44,7 +44,7 @@ func (o *Options) Validate() error {
 			add("%w", err)
 		}
 	}
-	if msgs := validation.IsDNS1123Label(o.LiqoNamespace); len(msgs) > 0 {
+	if msgs := validation.IsDNS1123Label(o.LiqoNamespace); o.LiqoNamespace != "" && len(msgs) > 0 { // "": liqo.DefaultNamespace
 		add("--liqo-namespace %q is not a namespace name: %s", o.LiqoNamespace, msgs[0])
 	}
 	if o.NodeName != "" {
