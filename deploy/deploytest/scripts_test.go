@@ -111,7 +111,7 @@ func TestProvider(t *testing.T) {
 
 	// The simulated driver: no liqoctl RBAC left behind.
 	mustRun(t, dir, "provider-up.sh", "--kubeconfig", c.env.Kubeconfig, "--image", testImage, "--bundle", bundle, "--namespace", ns, "--liqo-driver", "sim")
-	c.checkRBAC(t, ns, "provider-agent", [][3]string{{"list", "nodes", ""}, {"create", "configmaps", "liqo"}}, [][3]string{{"create", "certificatesigningrequests.certificates.k8s.io", ""}})
+	c.checkRBAC(t, ns, "provider-agent", [][3]string{{"list", "nodes", ""}}, [][3]string{{"create", "certificatesigningrequests.certificates.k8s.io", ""}})
 
 	// A new bundle replaces the Secret and rolls the pods (the checksum
 	// annotation of the pod template changes).

@@ -174,7 +174,7 @@ func kustomize(t *testing.T, folder string) []*unstructured.Unstructured {
 	return decodeAll(t, []byte(out))
 }
 
-var folders = []string{"central", "central/ha", "provider", "provider/liqoctl", "provider/liqo-sim", "consumer", "consumer/liqo-sim", "mocks", "crds"}
+var folders = []string{"central", "central/ha", "provider", "provider/liqoctl", "consumer", "consumer/liqo-sim", "mocks", "crds"}
 
 // TestManifestsStatic checks what the folders render to: labels,
 // hardening, probes, resources and pinned images on every workload; copies
@@ -286,7 +286,7 @@ func TestManifestCopies(t *testing.T) {
 	// manifests do not need (they apply the CRDs; agents run with
 	// --install-crds=false).
 	ours := map[string]any{}
-	for _, f := range []string{"provider", "provider/liqoctl", "provider/liqo-sim", "consumer", "consumer/liqo-sim"} {
+	for _, f := range []string{"provider", "provider/liqoctl", "consumer", "consumer/liqo-sim"} {
 		for _, o := range kustomize(t, f) {
 			if k := o.GetKind(); k == "Role" || k == "ClusterRole" {
 				ours[k+"/"+o.GetName()] = o.Object["rules"]

@@ -64,12 +64,12 @@ func TestAgentRBAC(t *testing.T) {
 		must(t, "create configmap", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sharing"}}))
 		must(t, "install CRDs", crds.Install(ctx, cfg))
 		// The simulated Liqo's install, then the id read back as with Liqo.
-		must(t, "install the simulated Liqo's cluster id", liqosim.InstallClusterID(ctx, c, "liqo-p", "prov"))
-		must(t, "install again (no change)", liqosim.InstallClusterID(ctx, c, "liqo-p", "other-id"))
-		if id, err := liqo.ResolveClusterID(ctx, c, "liqo-p", ""); err != nil || id != "prov" {
+		must(t, "install the simulated Liqo's cluster id", liqosim.InstallClusterID(ctx, c, ns, "prov"))
+		must(t, "install again (no change)", liqosim.InstallClusterID(ctx, c, ns, "other-id"))
+		if id, err := liqo.ResolveClusterID(ctx, c, ns, ""); err != nil || id != "prov" {
 			t.Errorf("the provider's Liqo id = %q, %v; want prov", id, err)
 		}
-		forbidden(t, "read another ConfigMap of Liqo's namespace", c.Get(ctx, client.ObjectKey{Namespace: "liqo-p", Name: "other"}, &corev1.ConfigMap{}))
+		forbidden(t, "read Liqo's ConfigMaps other than the cluster id", c.Get(ctx, client.ObjectKey{Namespace: "liqo", Name: "other"}, &corev1.ConfigMap{}))
 		forbidden(t, "list secrets", c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)))
 		forbidden(t, "configmap in another namespace", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "x"}}))
 		forbidden(t, "delete a node", c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}))
@@ -87,10 +87,16 @@ func TestAgentRBAC(t *testing.T) {
 		must(t, "preflight nodes", preflight.CanList(ctx, c, &corev1.NodeList{}, ""))
 		must(t, "preflight VirtualNodeStates", preflight.CanList(ctx, c, &fav1alpha1.VirtualNodeStateList{}, ns))
 		must(t, "preflight ConsumerPolicies", preflight.CanList(ctx, c, &fav1alpha1.ConsumerPolicyList{}, ns))
-		must(t, "install the simulated Liqo's cluster id", liqosim.InstallClusterID(ctx, c, "", "cons"))
-		if id, err := liqo.ResolveClusterID(ctx, c, "", "cons"); err != nil || id != "cons" {
-			t.Errorf("the consumer's Liqo id = %q, %v; want cons", id, err)
+		// The same cluster as the provider above: its id is already there
+		// and stays (Liqo-owned); a disagreeing one is refused.
+		must(t, "install the simulated Liqo's cluster id", liqosim.InstallClusterID(ctx, c, ns, "cons"))
+		if id, err := liqo.ResolveClusterID(ctx, c, ns, ""); err != nil || id != "prov" {
+			t.Errorf("the cluster's Liqo id = %q, %v; want prov (installed first)", id, err)
 		}
+		if _, err := liqo.ResolveClusterID(ctx, c, ns, "cons"); err == nil {
+			t.Error("a --liqo-cluster-id disagreeing with Liqo's was accepted")
+		}
+		forbidden(t, "create a ConfigMap in another namespace", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "x"}}))
 		ctrl, err := liqosim.NewController(cfg, liqosim.ControllerOptions{})
 		must(t, "NewController", err)
 		runCtx, cancel := context.WithCancel(ctx)

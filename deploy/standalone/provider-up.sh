@@ -70,7 +70,6 @@ fa_workdir
 fa_namespace_plan provider
 extra=()
 [[ "${driver}" == liqoctl ]] && extra+=(provider/liqoctl)
-[[ "${driver}" == sim ]] && extra+=(provider/liqo-sim)
 fa_overlay_begin provider "${extra[@]}"
 args="- op: test
   path: /spec/template/spec/containers/0/args/4
@@ -100,10 +99,6 @@ fa_render
 if [[ "${driver}" == sim ]]; then
   fa_drop_optional provider clusterrolebinding.rbac.authorization.k8s.io/federation-autoscaler:provider-liqoctl \
     clusterrole.rbac.authorization.k8s.io/federation-autoscaler:provider-liqoctl
-fi
-if [[ "${driver}" == liqoctl ]]; then
-  fa_drop_optional provider clusterrolebinding.rbac.authorization.k8s.io/federation-autoscaler:provider-liqo-sim \
-    clusterrole.rbac.authorization.k8s.io/federation-autoscaler:provider-liqo-sim
 fi
 fa_apply
 if [[ "${FA_DRY_RUN}" != true ]]; then
