@@ -27,8 +27,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -219,31 +219,27 @@ func (w *world) serveWebhook(t *testing.T) {
 	// wait until a duplicate slice name is refused by the webhook.
 	w.env.EnsureNamespace(t, "webhook-probe-a")
 	w.env.EnsureNamespace(t, "webhook-probe-b")
+	// (Liqo's duplicate check counts the slices it would replicate: those
+	// labelled liqo.io/replication=true, as NewResourceSlice makes them.)
 	probe := func(ns string) client.Object {
-		return liqoSlice("probe", ns)
+		return liqo.NewResourceSlice("probe", ns, localLiqoID, "probe-provider", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")})
 	}
 	must(t, "probe slice", w.admin.Create(ctx, probe("webhook-probe-a")))
+	var last error
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, deadline, true, func(ctx context.Context) (bool, error) {
-		err := w.admin.Create(ctx, probe("webhook-probe-b"))
+		last = w.admin.Create(ctx, probe("webhook-probe-b"))
 		switch {
-		case apierrors.IsForbidden(err):
+		case apierrors.IsForbidden(last):
 			return true, nil
-		case err == nil:
+		case last == nil:
 			return false, w.admin.Delete(ctx, probe("webhook-probe-b"))
 		}
 		return false, nil
 	})
-	must(t, "Liqo's webhook refusing a duplicate slice name", err)
+	if err != nil {
+		t.Fatalf("Liqo's webhook never refused a duplicate slice name: %v (last answer: %v)", err, last)
+	}
 	must(t, "removing the probe", w.admin.Delete(ctx, probe("webhook-probe-a")))
-}
-
-func liqoSlice(name, ns string) client.Object {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("authentication.liqo.io/v1beta1")
-	u.SetKind("ResourceSlice")
-	u.SetName(name)
-	u.SetNamespace(ns)
-	return u
 }
 
 // signCSRs plays the kube-controller-manager's CSR signer (a test control
