@@ -180,7 +180,7 @@ func (l *Liqoctl) Unpeer(ctx context.Context, providerLiqoClusterID, kubeconfig 
 		_, ferr := l.run(ctx, l.opts.UnpeerTimeout, "force", "unpeer", providerLiqoClusterID)
 		switch {
 		case ferr == nil:
-		case outputSays(ferr, "remote cluster with ID "+providerLiqoClusterID+" not found"):
+		case forceUnpeerFoundNothing(ferr, providerLiqoClusterID):
 			l.log.InfoContext(ctx, "No ForeignCluster left: the peering is already gone", "providerLiqoClusterID", providerLiqoClusterID)
 		default:
 			return fmt.Errorf("unpeering from %s: %w", providerLiqoClusterID, errors.Join(err, ferr))
@@ -320,6 +320,14 @@ func liqoctlTimeout(ours time.Duration) time.Duration {
 		return ours - 5*time.Second
 	}
 	return ours
+}
+
+// forceUnpeerFoundNothing reports whether `liqoctl force unpeer id` failed
+// because no ForeignCluster of id exists. liqoctl v1.1.2 prints it through
+// its spinner unformatted: "Remote cluster with ID %s not found<id>"; both
+// that and the formatted sentence match.
+func forceUnpeerFoundNothing(err error, id string) bool {
+	return outputSays(err, "remote cluster with ID") && outputSays(err, "not found") && outputSays(err, id)
 }
 
 // outputSays reports whether err is a liqoctl run that ended on its own

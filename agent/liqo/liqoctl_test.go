@@ -183,7 +183,8 @@ esac`,
 		},
 		{
 			name: "unpeer of a provider whose ForeignCluster is gone is success",
-			body: `case "$1" in unpeer) echo 'ERRO  Unauthorized' >&2; exit 1;; force) echo 'ERRO  Remote cluster with ID p1 not found' >&2; exit 1;; esac`,
+			// liqoctl v1.1.2's own words (its spinner leaves %s unformatted).
+			body: `case "$1" in unpeer) echo 'ERRO  Unauthorized' >&2; exit 1;; force) echo 'Retrieving remote cluster info...'; echo 'ERRO: Remote cluster with ID %s not foundp1'; exit 1;; esac`,
 			call: func(ctx context.Context, d *liqo.Liqoctl) (string, error) {
 				return "", d.Unpeer(ctx, "p1", validKubeconfig)
 			},

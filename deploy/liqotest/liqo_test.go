@@ -2,6 +2,7 @@ package liqotest_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -202,7 +203,7 @@ func (w *world) testUnpeer(t *testing.T) {
 		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")})))
 
 	for i, kubeconfig := range []string{revoked, revoked, ""} { // revoked, repeated, credential lost
-		must(t, "unpeer", d.Unpeer(ctx, prov, kubeconfig))
+		must(t, fmt.Sprintf("unpeer %d", i), d.Unpeer(ctx, prov, kubeconfig))
 		var fcs liqocorev1beta1.ForeignClusterList
 		must(t, "listing ForeignClusters", w.admin.List(ctx, &fcs))
 		for _, fc := range fcs.Items {
