@@ -297,6 +297,11 @@ func (as *assembly) cluster(ctx context.Context) error {
 			return fmt.Errorf("installing the agent CRDs (--install-crds): %w", err)
 		}
 	}
+	// The world first (the consumer's namespace, what each agent reads):
+	// a Liqo backend may keep its state in the agent's namespace.
+	if err := checkWorld(ctx, cl, as.role, d.Namespace, as.log); err != nil {
+		return err
+	}
 	backend, err := d.Liqo(ctx, liqo.Env{
 		Config: d.Kube, Client: cl, LiqoClusterID: cmp.Or(d.LiqoClusterID, d.Bundle.ClusterID), Consumer: as.role == api.RoleConsumer,
 		LiqoNamespace: d.LiqoNamespace, Namespace: d.Namespace, InstallCRDs: d.InstallCRDs, Logger: as.log,
@@ -314,9 +319,6 @@ func (as *assembly) cluster(ctx context.Context) error {
 	as.driver = backend.Driver
 	if d.WrapDriver != nil {
 		as.driver = d.WrapDriver(as.driver)
-	}
-	if err := checkWorld(ctx, cl, as.role, d.Namespace, as.log); err != nil {
-		return err
 	}
 	if backend.Run != nil {
 		as.run("simulated Liqo", backend.Run)
