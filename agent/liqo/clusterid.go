@@ -49,12 +49,12 @@ func LocalClusterID(ctx context.Context, c client.Reader, namespace string) (str
 		return "", fmt.Errorf("reading the cluster's Liqo id from ConfigMap %s: %w", key, err)
 	}
 	if cm.Labels[ClusterIDConfigMapLabel] != ClusterIDConfigMapLabelValue {
-		return "", fmt.Errorf("ConfigMap %s is not Liqo's clusterid ConfigMap (label %s=%s missing): the Liqo installation is broken; reinstall Liqo",
+		return "", fmt.Errorf("the ConfigMap %s is not Liqo's clusterid ConfigMap (label %s=%s missing): the Liqo installation is broken; reinstall Liqo",
 			key, ClusterIDConfigMapLabel, ClusterIDConfigMapLabelValue)
 	}
 	id, ok := cm.Data[ClusterIDConfigMapKey]
 	if !ok {
-		return "", fmt.Errorf("Liqo's ConfigMap %s has no %s key: the Liqo installation is broken; reinstall Liqo", key, ClusterIDConfigMapKey)
+		return "", fmt.Errorf("the Liqo ConfigMap %s has no %s key: the Liqo installation is broken; reinstall Liqo", key, ClusterIDConfigMapKey)
 	}
 	if err := CheckClusterID("the cluster id in Liqo's ConfigMap "+key.String(), id); err != nil {
 		return "", err

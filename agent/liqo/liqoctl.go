@@ -211,7 +211,7 @@ func DeleteForeignClusters(ctx context.Context, c client.Client, liqoClusterID s
 		return fmt.Errorf("listing the Identities of provider %s: %w", liqoClusterID, err)
 	}
 	if n, m := len(vns.Items), len(ids.Items); n+m > 0 {
-		return fmt.Errorf("ForeignCluster %s kept for now: %d VirtualNode(s) and %d Identity(ies) of it are still in %s (Liqo would re-create a deleted ForeignCluster empty); retry once they are gone",
+		return fmt.Errorf("the ForeignCluster %s is kept for now: %d VirtualNode(s) and %d Identity(ies) of it are still in %s (Liqo would re-create a deleted ForeignCluster empty); retry once they are gone",
 			liqoClusterID, n, m, tenant)
 	}
 	var list liqocorev1beta1.ForeignClusterList

@@ -27,7 +27,7 @@ import (
 // never creates it (its role may not create namespaces).
 func EnsureResourceSlice(ctx context.Context, c client.Client, want *authv1beta1.ResourceSlice) error {
 	if err := CheckResourceSlice(want); err != nil {
-		return fmt.Errorf("ResourceSlice %s/%s: %w", want.Namespace, want.Name, err)
+		return fmt.Errorf("the ResourceSlice %s/%s: %w", want.Namespace, want.Name, err)
 	}
 	key := client.ObjectKeyFromObject(want)
 	var live authv1beta1.ResourceSlice
@@ -75,7 +75,7 @@ func sameSlice(live, want *authv1beta1.ResourceSlice) error {
 	default:
 		return nil
 	}
-	return fmt.Errorf("ResourceSlice %s/%s already exists but is not the one asked for (%s): delete it, or free the reservation that owns it", live.Namespace, live.Name, diff)
+	return fmt.Errorf("the ResourceSlice %s/%s already exists but is not the one asked for (%s): delete it, or free the reservation that owns it", live.Namespace, live.Name, diff)
 }
 
 func subset(want, have map[string]string) bool {

@@ -89,8 +89,8 @@ func start(t *testing.T) *world {
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	wg.Add(2)
-	go func() { defer wg.Done(); w.signCSRs(t, runCtx) }()
-	go func() { defer wg.Done(); w.finalizeNamespaces(t, runCtx) }()
+	go func() { defer wg.Done(); w.signCSRs(runCtx, t) }()
+	go func() { defer wg.Done(); w.finalizeNamespaces(runCtx, t) }()
 
 	// The agents' RBAC as shipped, plus the binding docs/liqo.md asks an
 	// operator to make for `liqoctl peer`/`unpeer` on the consumer.
@@ -247,7 +247,7 @@ func (w *world) serveWebhook(t *testing.T) {
 // certificate gets one from a test CA. The API server does not trust that
 // CA, so the credentials are well-formed but authenticate nobody: exactly a
 // revoked provider credential when a test uses one.
-func (w *world) signCSRs(t *testing.T, ctx context.Context) {
+func (w *world) signCSRs(ctx context.Context, t *testing.T) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Error(err)
@@ -306,7 +306,7 @@ func approved(csr *certv1.CertificateSigningRequest) bool {
 // finalizeNamespaces plays the namespace controller (a test control plane
 // runs none): a namespace being deleted loses its "kubernetes" finaliser, so
 // it goes (liqoctl force unpeer waits for the tenant namespace to go).
-func (w *world) finalizeNamespaces(t *testing.T, ctx context.Context) {
+func (w *world) finalizeNamespaces(ctx context.Context, t *testing.T) {
 	_ = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		list, err := w.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
 		if err != nil {
