@@ -71,8 +71,11 @@ type world struct {
 // start brings the world up; everything stops when the test ends.
 func start(t *testing.T) *world {
 	t.Helper()
-	env := testcluster.Start(t) // skips with FA_SKIP_KUBE_TESTS=1
-	w := &world{env: env, liqoctl: liqoctlBinary(t), admin: env.Client}
+	testcluster.SkipIfDisabled(t)
+	// liqoctl first: waiting for its build holds no control plane.
+	liqoctl := liqoctlBinary(t)
+	env := testcluster.Start(t)
+	w := &world{env: env, liqoctl: liqoctl, admin: env.Client}
 	kube, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -109,6 +109,15 @@ func AssetsDir() (string, error) {
 	return filepath.Join(home, ".cache", "federation-autoscaler", "kube-"+KubeVersion), nil
 }
 
+// SkipIfDisabled skips the test when FA_SKIP_KUBE_TESTS=1 (Start does; a
+// test that prepares something slow before Start calls it first).
+func SkipIfDisabled(tb testing.TB) {
+	tb.Helper()
+	if os.Getenv(EnvSkip) == "1" {
+		tb.Skipf("%s=1: skipping a test that needs a real kube-apiserver + etcd", EnvSkip)
+	}
+}
+
 // Start builds the control plane if needed, starts kube-apiserver and etcd
 // with this project's CRDs and the simulated Liqo CRDs installed, and stops
 // them when the test ends. The API server runs with the ServiceAccount and
@@ -117,9 +126,7 @@ func AssetsDir() (string, error) {
 // It skips the test when FA_SKIP_KUBE_TESTS=1 and fails it on any error.
 func Start(tb testing.TB) *Env {
 	tb.Helper()
-	if os.Getenv(EnvSkip) == "1" {
-		tb.Skipf("%s=1: skipping a test that needs a real kube-apiserver + etcd", EnvSkip)
-	}
+	SkipIfDisabled(tb)
 	assets, err := EnsureBinaries()
 	if err != nil {
 		tb.Fatalf("testcluster: %v", err)
