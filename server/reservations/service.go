@@ -39,6 +39,9 @@ const (
 	DefaultEnforcedGC         = 5 * time.Minute
 	DefaultTerminalGC         = 15 * time.Minute
 	DefaultMaxWait            = 60 * time.Second
+	// DefaultProviderCleanupHold covers the consumer agent's liqoctl unpeer
+	// (agent/liqo.DefaultUnpeerTimeout, 60 s) with room for its delivery.
+	DefaultProviderCleanupHold = 2 * time.Minute
 )
 
 // Placer is the placement index the service keeps in step with its ledger
@@ -84,6 +87,13 @@ type Config struct {
 	TerminalGC time.Duration
 	// MaxWait caps the long-poll wait of Instructions.
 	MaxWait time.Duration
+	// ProviderCleanupHold: a provider Cleanup (which revokes the peering
+	// credential) is not delivered while the consumer's Cleanup or Unpeer
+	// of the same pair is pending and was issued less than this long ago,
+	// so the consumer tears down with the credential still valid; a
+	// consumer that has not answered by then unpeers with liqoctl force
+	// unpeer once the credential is gone.
+	ProviderCleanupHold time.Duration
 	// Placer is the placement index (typically placement.NewIndex(ChunkConfig)).
 	Placer Placer
 }
@@ -114,6 +124,7 @@ func (c *Config) validate() error {
 		{"EnforcedGC", &c.EnforcedGC, DefaultEnforcedGC},
 		{"TerminalGC", &c.TerminalGC, DefaultTerminalGC},
 		{"MaxWait", &c.MaxWait, DefaultMaxWait},
+		{"ProviderCleanupHold", &c.ProviderCleanupHold, DefaultProviderCleanupHold},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("reservations: Config.%s is negative (%s); use a positive duration or 0 for the default %s", d.name, *d.v, d.def)
