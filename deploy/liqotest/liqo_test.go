@@ -2,7 +2,10 @@ package liqotest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +24,9 @@ import (
 	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
 
 // TestLiqoConformance runs the driver and the agents' Liqo rules against
@@ -33,6 +39,44 @@ func TestLiqoConformance(t *testing.T) {
 	t.Run("peering user", w.testPeeringUser)
 	t.Run("resource slices", w.testResourceSlices)
 	t.Run("unpeer", w.testUnpeer)
+	t.Run("agent refuses to start", w.testAgentRefusesToStart)
+}
+
+// The agent binary, as each agent's ServiceAccount with the shipped RBAC and
+// the liqoctl driver, refuses to start on a --liqo-cluster-id that disagrees
+// with Liqo's and without Liqo, exit status 1 and a message saying which,
+// before it talks to any broker (the bundle's broker does not exist).
+func (w *world) testAgentRefusesToStart(t *testing.T) {
+	ctx := context.Background()
+	bin, err := testbin.Build(ctx, t.TempDir())
+	must(t, "building the binary", err)
+	pkiDir := t.TempDir()
+	now := time.Now()
+	must(t, "pki init", pki.Init(pkiDir, nil, false, now))
+	for _, role := range []api.Role{api.RoleProvider, api.RoleConsumer} {
+		sa := map[api.Role]string{api.RoleProvider: providerSA, api.RoleConsumer: consumerSA}[role]
+		kc, _ := w.as(t, sa)
+		bundle := filepath.Join(pkiDir, string(role)+".tar.gz")
+		must(t, "pki join", pki.WriteJoinBundle(pkiDir, "start-"+string(role), role, "https://127.0.0.1:9", bundle, false, now))
+		for _, tc := range []struct {
+			name string
+			args []string
+			want string
+		}{
+			{"mismatched id", []string{"--liqo-cluster-id", "the-broker-id"}, "--liqo-cluster-id the-broker-id disagrees with Liqo's own cluster id " + localLiqoID},
+			{"absent Liqo", []string{"--liqo-namespace", "no-liqo-here"}, "no Liqo installation in namespace no-liqo-here"},
+		} {
+			args := append([]string{"agent", "--role", string(role), "--bundle", bundle, "--kubeconfig", kc, "--namespace", agentNS,
+				"--liqo-driver", "liqoctl", "--liqoctl-path", w.liqoctl, "--install-crds=false",
+				"--health-listen", "127.0.0.1:0", "--local-api-listen", "127.0.0.1:0"}, tc.args...)
+			cmd := exec.CommandContext(ctx, bin, args...)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), tc.want) {
+				t.Errorf("%s agent, %s: %v, want exit status 1 saying %q; output:\n%s", role, tc.name, err, tc.want, out)
+			}
+		}
+	}
 }
 
 // The id is Liqo's: read from its ConfigMap as each agent; a disagreeing
