@@ -123,7 +123,9 @@ case "${1:-}" in
   if [[ "${have_flock}" == true ]] && ! flock -n -s "${lock}" true; then
     echo "${SUITE}: liqoctl ${LIQO_VERSION} was still building in the background (log: ${log}); run the suite again when it is done"
   else
-    echo "${SUITE}: no liqoctl ${LIQO_VERSION} in ${out}; build it with: bash deploy/liqotest/build-liqoctl.sh (log of the last build: ${log})"
+    last=""
+    [[ -s "${log}" ]] && last=" (log of the last build: ${log})"
+    echo "${SUITE}: no liqoctl ${LIQO_VERSION} in ${out}; build it with: bash deploy/liqotest/build-liqoctl.sh${last}"
   fi
   ;;
 *)
