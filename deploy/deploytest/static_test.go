@@ -31,7 +31,7 @@ func TestShellcheck(t *testing.T) {
 	if err != nil || len(scripts) < 9 {
 		t.Fatalf("found %d scripts in deploy/standalone (%v), want the 8 up/down scripts and lib.sh", len(scripts), err)
 	}
-	scripts = append(scripts, filepath.Join(root, "deploy", "deploytest", "build-kubectl.sh"))
+	scripts = append(scripts, filepath.Join(root, "deploy", "deploytest", "build-kubectl.sh"), filepath.Join(root, "deploy", "liqotest", "build-liqoctl.sh"))
 	for _, s := range scripts {
 		t.Run(filepath.Base(s), func(t *testing.T) {
 			cmd := exec.Command(sc, "--external-sources", "--severity=style", filepath.Base(s))
