@@ -21,13 +21,15 @@ RUN go build -trimpath \
       -o /out/federation-autoscaler . && \
     /out/federation-autoscaler version
 # liqoctl is not baked in unless asked for (--liqo-driver liqoctl can also
-# use a liqoctl mounted from elsewhere with --liqoctl-path).
+# use a liqoctl mounted from elsewhere with --liqoctl-path). It is built
+# through the build module deploy/liqotest/liqoctlbin, which pins Liqo
+# v1.1.2 and copies its replace directive: `go install …/liqoctl@v1.1.2`
+# refuses a module whose go.mod has one. The same script builds the liqoctl
+# the Liqo conformance suite runs.
 ARG WITH_LIQOCTL=false
-ARG LIQOCTL_VERSION=v1.1.2
 RUN mkdir -p /out/opt && \
     if [ "${WITH_LIQOCTL}" = "true" ]; then \
-      GOBIN=/out/opt go install -trimpath -ldflags "-s -w" \
-        "github.com/liqotech/liqo/cmd/liqoctl@${LIQOCTL_VERSION}"; \
+      FA_LIQOCTL_DIR=/out/opt bash deploy/liqotest/build-liqoctl.sh; \
     fi
 
 FROM gcr.io/distroless/static-debian12:nonroot

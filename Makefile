@@ -29,10 +29,13 @@ setup:
 	./.ci/setup $(SETUP_MISSING)
 
 # Every suite, after the set-up; a suite that could not run is named in the
-# final summary, after the test output, whatever the result.
+# final summary, after the test output, whatever the result. liqoctl is
+# built in the background (.ci/setup): whether it was there is known only
+# after the tests.
 test: setup build lint
 	$(GO) vet ./...
 	@rc=0; $(GO) test $(TEST_FLAGS) ./... || rc=$$?; \
+	bash deploy/liqotest/build-liqoctl.sh --check >>$(SETUP_MISSING); \
 	if [ -s $(SETUP_MISSING) ]; then \
 		echo; echo "=== NOT EVERY SUITE RAN: these skipped for lack of a tool (see .ci/setup) ==="; \
 		sed 's/^/  NOT RUN  /' $(SETUP_MISSING); \

@@ -1,6 +1,7 @@
 package agentcmd
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,9 +51,13 @@ type Deps struct {
 	Bundle *pki.Bundle
 	// BrokerURL overrides the bundle's broker URL ("" keeps it).
 	BrokerURL string
-	// LiqoClusterID is the cluster's Liqo cluster id (default: the
-	// bundle's cluster id).
+	// LiqoClusterID is what the operator expects the cluster's Liqo id to
+	// be (--liqo-cluster-id; "": no expectation). The agent reads the id
+	// from Liqo (liqo.ResolveClusterID) and refuses a disagreeing one.
 	LiqoClusterID string
+	// LiqoNamespace is where Liqo is installed (--liqo-namespace; "": the
+	// Liqo implementation's default).
+	LiqoNamespace string
 	// Namespace holds the agent's objects (ConsumerPolicy,
 	// VirtualNodeStates, kubeconfig Secrets).
 	Namespace string
@@ -209,9 +214,6 @@ func (d *Deps) check(role api.Role) error {
 	if d.BrokerURL == "" {
 		d.BrokerURL = d.Bundle.BrokerURL
 	}
-	if d.LiqoClusterID == "" {
-		d.LiqoClusterID = d.Bundle.ClusterID
-	}
 	if d.Clock == nil {
 		d.Clock = clock.RealClock{}
 	}
@@ -295,19 +297,28 @@ func (as *assembly) cluster(ctx context.Context) error {
 			return fmt.Errorf("installing the agent CRDs (--install-crds): %w", err)
 		}
 	}
+	// The world first (the consumer's namespace, what each agent reads):
+	// a Liqo backend may keep its state in the agent's namespace.
+	if err := checkWorld(ctx, cl, as.role, d.Namespace, as.log); err != nil {
+		return err
+	}
 	backend, err := d.Liqo(ctx, liqo.Env{
-		Config: d.Kube, Client: cl, LiqoClusterID: d.LiqoClusterID, Consumer: as.role == api.RoleConsumer,
-		InstallCRDs: d.InstallCRDs, Logger: as.log,
+		Config: d.Kube, Client: cl, LiqoClusterID: cmp.Or(d.LiqoClusterID, d.Bundle.ClusterID), Consumer: as.role == api.RoleConsumer,
+		LiqoNamespace: d.LiqoNamespace, Namespace: d.Namespace, InstallCRDs: d.InstallCRDs, Logger: as.log,
 	})
 	if err != nil {
 		return fmt.Errorf("building the Liqo driver: %w", err)
 	}
+	// Liqo owns the cluster's Liqo id: the agent advertises and heartbeats
+	// what Liqo says, and refuses to start without Liqo or on a mismatch.
+	id, err := liqo.ResolveClusterID(ctx, cl, backend.LiqoNamespace, d.LiqoClusterID)
+	if err != nil {
+		return err
+	}
+	as.d.LiqoClusterID = id
 	as.driver = backend.Driver
 	if d.WrapDriver != nil {
 		as.driver = d.WrapDriver(as.driver)
-	}
-	if err := checkWorld(ctx, cl, as.role, d.Namespace, as.log); err != nil {
-		return err
 	}
 	if backend.Run != nil {
 		as.run("simulated Liqo", backend.Run)

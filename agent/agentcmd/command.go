@@ -51,7 +51,9 @@ type Options struct {
 	ProbeListen       string
 	InstallCRDs       bool
 	LiqoClusterID     string
-	NodeName          string
+	// LiqoNamespace is where Liqo is installed (--liqo-namespace).
+	LiqoNamespace string
+	NodeName      string
 	// LiqoDrivers are the --liqo-driver values besides liqoctl that the
 	// binary registered (NewCommand's arguments).
 	LiqoDrivers []liqo.DriverChoice
@@ -135,7 +137,8 @@ behaviour.`,
 	f.StringVar(&o.AdvertisedIP, "advertised-ip", "", "IP used for geolocation and the probe endpoint (default: the node's ExternalIP, then InternalIP)")
 	f.StringVar(&o.ProbeListen, "probe-listen", "", "provider: UDP address of the latency-probe echo responder, advertised as probeEndpoint (empty: none)")
 	f.BoolVar(&o.InstallCRDs, "install-crds", true, "install or update the agent's CRDs at start")
-	f.StringVar(&o.LiqoClusterID, "liqo-cluster-id", "", "the cluster's Liqo cluster id (default: the bundle's cluster id)")
+	f.StringVar(&o.LiqoClusterID, "liqo-cluster-id", "", "the cluster's Liqo cluster id as the operator expects it: the agent reads the id from Liqo and refuses to start when this disagrees (empty: no check; --liqo-driver sim: the id the simulated Liqo is installed with, default the bundle's cluster id)")
+	f.StringVar(&o.LiqoNamespace, "liqo-namespace", "", "the namespace Liqo is installed in, where its clusterid ConfigMap names the cluster's Liqo id (default: liqo; --liqo-driver sim: the agent's --namespace)")
 	f.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "node whose address locates the cluster (default $NODE_NAME, else the first node)")
 	for _, d := range drivers {
 		if d.AddFlags != nil {

@@ -10,6 +10,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
@@ -62,6 +66,17 @@ func TestIdleFootprint(t *testing.T) {
 		driver = v // "liqoctl": the agent without the in-process Liqo simulation
 	}
 	f := newFederation(t)
+	if driver == "liqoctl" {
+		// The agent reads the cluster's Liqo id from Liqo's clusterid
+		// ConfigMap; lay it down as Liqo's install would.
+		f.env.EnsureNamespace(t, liqo.DefaultNamespace)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: liqo.DefaultNamespace, Name: liqo.ClusterIDConfigMapName,
+			Labels: map[string]string{liqo.ClusterIDConfigMapLabel: liqo.ClusterIDConfigMapLabelValue}},
+			Data: map[string]string{liqo.ClusterIDConfigMapKey: "idle-liqo"}}
+		if err := f.env.Client.Create(context.Background(), cm); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, role := range []api.Role{api.RoleProvider, api.RoleConsumer} {
 		t.Run(string(role), func(t *testing.T) {
 			id := "idle-" + string(role)

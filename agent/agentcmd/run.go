@@ -79,7 +79,7 @@ func (o *Options) deps(role api.Role, log *slog.Logger) (Deps, error) {
 		return Deps{}, err
 	}
 	d := Deps{
-		Bundle: b, LiqoClusterID: o.LiqoClusterID, Namespace: o.Namespace, InstallCRDs: o.InstallCRDs,
+		Bundle: b, LiqoClusterID: o.LiqoClusterID, LiqoNamespace: o.LiqoNamespace, Namespace: o.Namespace, InstallCRDs: o.InstallCRDs,
 		NodeName: o.NodeName, AdvertisedIP: o.AdvertisedIP,
 		HealthListen: o.HealthListen, ConsoleListen: o.ConsoleListen, Limits: o.Limits,
 		Console:    ConsoleDeps{Currency: o.Currency, Places: o.Places},

@@ -9,9 +9,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
-	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
 
 // Validate checks every flag without touching a file, the network or the
@@ -40,9 +40,12 @@ func (o *Options) Validate() error {
 		add("--namespace %q is not a namespace name: %s", o.Namespace, msgs[0])
 	}
 	if o.LiqoClusterID != "" {
-		if err := pki.ValidateClusterID(o.LiqoClusterID); err != nil {
-			add("--liqo-cluster-id: %w", err)
+		if err := liqo.CheckClusterID("--liqo-cluster-id", o.LiqoClusterID); err != nil {
+			add("%w", err)
 		}
+	}
+	if msgs := validation.IsDNS1123Label(o.LiqoNamespace); o.LiqoNamespace != "" && len(msgs) > 0 { // "": liqo.DefaultNamespace
+		add("--liqo-namespace %q is not a namespace name: %s", o.LiqoNamespace, msgs[0])
 	}
 	if o.NodeName != "" {
 		if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {

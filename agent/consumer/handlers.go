@@ -8,12 +8,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
+	offloadingv1beta1 "github.com/liqotech/liqo/apis/offloading/v1beta1"
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
@@ -151,18 +153,13 @@ func (a *Agent) ensureSecret(ctx context.Context, res, prov, kubeconfig string) 
 	return kubeconfig, nil
 }
 
-// ensureSlice creates rs-<res> in the provider's tenant namespace.
+// ensureSlice makes sure rs-<res> exists in the provider's tenant namespace
+// (which the peering created) with liqo.EnsureResourceSlice: read first,
+// create only when absent, since Liqo's webhook forbids a second Create.
 func (a *Agent) ensureSlice(ctx context.Context, res, provLiqo string, resources corev1.ResourceList) error {
-	ns := liqo.TenantNamespace(provLiqo)
-	if err := a.cfg.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating tenant namespace %s: %w", ns, err)
-	}
-	rs := liqo.NewResourceSlice(sliceName(res), ns, a.cfg.LiqoClusterID, provLiqo, resources)
+	rs := liqo.NewResourceSlice(sliceName(res), liqo.TenantNamespace(provLiqo), a.cfg.LiqoClusterID, provLiqo, resources)
 	rs.Labels[fav1alpha1.ReservationLabel] = res
-	if err := a.cfg.Client.Create(ctx, rs); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating ResourceSlice %s/%s: %w", ns, rs.Name, err)
-	}
-	return nil
+	return liqo.EnsureResourceSlice(ctx, a.cfg.Client, rs)
 }
 
 // ensureVNS creates vns-<res> in phase Creating.
@@ -286,7 +283,7 @@ func (a *Agent) removeLocal(ctx context.Context, res, provLiqo string, unpeer bo
 			errs = append(errs, fmt.Errorf("deleting ResourceSlice %s/%s: %w", rs.Namespace, rs.Name, err))
 		}
 	}
-	if err := a.deleteVirtualNode(ctx, slice); err != nil {
+	if err := a.deleteVirtualNode(ctx, slice, provLiqo); err != nil {
 		errs = append(errs, err)
 	}
 	secKey := client.ObjectKey{Namespace: a.cfg.Namespace, Name: secretName(res)}
@@ -309,9 +306,22 @@ func (a *Agent) removeLocal(ctx context.Context, res, provLiqo string, unpeer bo
 	return errors.Join(errs...)
 }
 
-// deleteVirtualNode deletes Node name when it is a Liqo virtual node (never
-// a real node that happens to share the name).
-func (a *Agent) deleteVirtualNode(ctx context.Context, name string) error {
+// deleteVirtualNode removes the virtual node name of provider provLiqo.
+// Liqo's virtual kubelet re-creates a missing Node as long as its
+// VirtualNode exists, so the VirtualNode (same name, tenant namespace) is
+// deleted and Liqo removes the Node with it; the Node itself is deleted only
+// when no VirtualNode is left to own it (an orphan), and never when it is not
+// a Liqo virtual node (a real node that happens to share the name).
+func (a *Agent) deleteVirtualNode(ctx context.Context, name, provLiqo string) error {
+	if provLiqo != "" {
+		vn := &offloadingv1beta1.VirtualNode{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: liqo.TenantNamespace(provLiqo)}}
+		switch err := a.cfg.Client.Delete(ctx, vn); {
+		case err == nil:
+			return nil // Liqo deletes the Node once the VirtualNode is gone
+		case !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err):
+			return fmt.Errorf("deleting VirtualNode %s/%s: %w", vn.Namespace, vn.Name, err)
+		}
+	}
 	n, err := a.cfg.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil

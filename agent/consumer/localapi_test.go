@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
+	offloadingv1beta1 "github.com/liqotech/liqo/apis/offloading/v1beta1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
@@ -95,6 +96,9 @@ func newTestAgent(t *testing.T, b Broker, objs ...runtime.Object) *Agent {
 		t.Fatal(err)
 	}
 	if err := authv1beta1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := offloadingv1beta1.AddToScheme(s); err != nil { // as agentcmd.Scheme
 		t.Fatal(err)
 	}
 	cl := fake.NewClientBuilder().WithScheme(s).WithRuntimeObjects(objs...).Build()

@@ -1,6 +1,7 @@
 package liqo
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 
@@ -15,8 +16,15 @@ type Env struct {
 	// scheme has the Liqo kinds and core/v1).
 	Config *rest.Config
 	Client client.Client
-	// LiqoClusterID is this cluster's Liqo cluster id.
+	// LiqoClusterID is the cluster's expected Liqo cluster id: the
+	// operator's --liqo-cluster-id, else the bundle's cluster id. Liqo owns
+	// the id (the agent reads it back with ResolveClusterID); an
+	// implementation that installs a Liqo of its own installs it with this
+	// one.
 	LiqoClusterID string
+	// LiqoNamespace is the agent's --liqo-namespace ("": the
+	// implementation's default); Namespace is the agent's own namespace.
+	LiqoNamespace, Namespace string
 	// Consumer is true on a consumer's cluster: the side that peers and
 	// grows virtual nodes.
 	Consumer bool
@@ -32,6 +40,9 @@ type Env struct {
 type Backend struct {
 	Driver Driver
 	Run    func(context.Context) error
+	// LiqoNamespace is where this Liqo keeps its clusterid ConfigMap: the
+	// agent reads the cluster's Liqo id there (ResolveClusterID).
+	LiqoNamespace string
 }
 
 // Factory builds a cluster's Backend. It may touch the cluster (to install
@@ -44,7 +55,7 @@ func LiqoctlFactory(opts LiqoctlOptions) Factory {
 	return func(_ context.Context, env Env) (Backend, error) {
 		o := opts
 		o.Client, o.Logger = env.Client, env.Logger
-		return Backend{Driver: NewLiqoctl(o)}, nil
+		return Backend{Driver: NewLiqoctl(o), LiqoNamespace: cmp.Or(env.LiqoNamespace, DefaultNamespace)}, nil
 	}
 }
 

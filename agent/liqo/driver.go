@@ -15,6 +15,8 @@ import (
 
 	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
 	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
+
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
 // Driver is what the agents need from Liqo. Every method is safe to call
@@ -126,4 +128,18 @@ func CheckResourceSlice(rs *authv1beta1.ResourceSlice) error {
 func WantsVirtualNode(rs *authv1beta1.ResourceSlice) bool {
 	v, ok := rs.Annotations[CreateVirtualNodeAnnotation]
 	return ok && v != "" && v != "false"
+}
+
+// CheckClusterID checks a Liqo cluster id before it reaches Liqo (a liqoctl
+// command line, a tenant namespace, a slice): the broker's rule
+// api.CheckLiqoClusterID, a DNS-1123 label short enough that
+// TenantNamespace(id) is one too. Both drivers check every id with it.
+func CheckClusterID(what, id string) error {
+	if id == "" {
+		return fmt.Errorf("%s is empty", what)
+	}
+	if fe := api.CheckLiqoClusterID(what, id); fe != nil {
+		return fmt.Errorf("%s %s is not a valid Liqo cluster id: it must be %s", what, api.ShowString(id), fe.Want)
+	}
+	return nil
 }

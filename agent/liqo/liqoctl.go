@@ -12,12 +12,13 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	authv1beta1 "github.com/liqotech/liqo/apis/authentication/v1beta1"
 	liqocorev1beta1 "github.com/liqotech/liqo/apis/core/v1beta1"
-
-	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	offloadingv1beta1 "github.com/liqotech/liqo/apis/offloading/v1beta1"
 )
 
 // Timeouts of the liqoctl commands (reference §9.2).
@@ -89,12 +90,29 @@ func NewLiqoctl(opts LiqoctlOptions) *Liqoctl {
 
 // GeneratePeeringUser runs `liqoctl generate peering-user
 // --consumer-cluster-id <consumerLiqoClusterID>` and returns its trimmed
-// standard output, which must be a kubeconfig.
+// standard output, which must be a kubeconfig. liqoctl v1.1.2 refuses a
+// second generate while anything of an earlier user is left (its CSR
+// liqo-peer-user-<id> or its RoleBindings: `… already exists`), which is
+// what a retry after a lost answer, an agent restart mid-call or a failed
+// delete finds; the driver then deletes that user (DeletePeeringUser) and
+// generates once more, so a call converges from any partial state. The
+// earlier credential stops working: its answer never reached the broker.
 func (l *Liqoctl) GeneratePeeringUser(ctx context.Context, consumerLiqoClusterID string) (string, error) {
-	if err := validID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
+	if err := CheckClusterID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
 		return "", err
 	}
-	out, err := l.run(ctx, l.opts.GenerateTimeout, "generate", "peering-user", "--consumer-cluster-id", consumerLiqoClusterID)
+	generate := func() (string, error) {
+		return l.run(ctx, l.opts.GenerateTimeout, "generate", "peering-user", "--consumer-cluster-id", consumerLiqoClusterID)
+	}
+	out, err := generate()
+	if err != nil && outputSays(err, "already exists") {
+		l.log.InfoContext(ctx, "A peering user of an earlier attempt is left; deleting it and generating a new one",
+			"consumerLiqoClusterID", consumerLiqoClusterID, "err", err)
+		if derr := l.DeletePeeringUser(ctx, consumerLiqoClusterID); derr != nil {
+			return "", fmt.Errorf("generating the peering user for consumer %s: %w", consumerLiqoClusterID, errors.Join(err, derr))
+		}
+		out, err = generate()
+	}
 	if err != nil {
 		return "", err
 	}
@@ -106,16 +124,15 @@ func (l *Liqoctl) GeneratePeeringUser(ctx context.Context, consumerLiqoClusterID
 }
 
 // DeletePeeringUser runs `liqoctl delete peering-user --consumer-cluster-id
-// <consumerLiqoClusterID>`; an output saying "not found" is success.
+// <consumerLiqoClusterID>`. liqoctl deletes the user's RoleBindings and then
+// its CSRs by label (DeleteAllOf: the provider role needs deletecollection on
+// certificatesigningrequests); a user that is not there, or only partly,
+// succeeds the same way, so no output is second-guessed.
 func (l *Liqoctl) DeletePeeringUser(ctx context.Context, consumerLiqoClusterID string) error {
-	if err := validID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
+	if err := CheckClusterID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
 		return err
 	}
 	_, err := l.run(ctx, l.opts.DeletePeeringUserTimeout, "delete", "peering-user", "--consumer-cluster-id", consumerLiqoClusterID)
-	if isNotFound(err) {
-		l.log.InfoContext(ctx, "Peering user already absent", "consumerLiqoClusterID", consumerLiqoClusterID)
-		return nil
-	}
 	return err
 }
 
@@ -124,7 +141,7 @@ func (l *Liqoctl) DeletePeeringUser(ctx context.Context, consumerLiqoClusterID s
 // NodePort --create-resource-slice=false`. liqoctl reconciles an existing
 // peering, so repeating it is harmless.
 func (l *Liqoctl) Peer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error {
-	if err := validID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
+	if err := CheckClusterID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
 		return err
 	}
 	return l.withKubeconfig(kubeconfig, providerLiqoClusterID, func(path string) error {
@@ -137,11 +154,18 @@ func (l *Liqoctl) Peer(ctx context.Context, providerLiqoClusterID, kubeconfig st
 	})
 }
 
-// Unpeer runs `liqoctl unpeer --remote-kubeconfig <file>` (an output saying
-// "not found" is success) and then, when a Client is configured, deletes the
-// provider's ForeignCluster.
+// Unpeer runs `liqoctl unpeer --remote-kubeconfig <file>`. That command reads
+// the provider's cluster id through the credential first, so it cannot
+// succeed once the provider revoked the credential, is gone, or the
+// credential is lost; then Unpeer falls back to `liqoctl force unpeer <id>`
+// (v1.1.2), which tears the peering down on this cluster alone (the provider
+// cleans its side when it revokes the user). force unpeer reporting that no
+// ForeignCluster of that id exists means the peering is already gone:
+// success. Anything else (Liqo not installed here, the API refusing) is an
+// error carrying both failures. Finally, when a Client is configured, the
+// provider's ForeignCluster is deleted (DeleteForeignClusters).
 func (l *Liqoctl) Unpeer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error {
-	if err := validID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
+	if err := CheckClusterID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
 		return err
 	}
 	err := l.withKubeconfig(kubeconfig, providerLiqoClusterID, func(path string) error {
@@ -150,8 +174,17 @@ func (l *Liqoctl) Unpeer(ctx context.Context, providerLiqoClusterID, kubeconfig 
 			"--timeout", liqoctlTimeout(l.opts.UnpeerTimeout).String())
 		return err
 	})
-	if err != nil && !isNotFound(err) {
-		return err
+	if err != nil {
+		l.log.WarnContext(ctx, "liqoctl unpeer failed; tearing the peering down locally with liqoctl force unpeer",
+			"providerLiqoClusterID", providerLiqoClusterID, "err", err)
+		_, ferr := l.run(ctx, l.opts.UnpeerTimeout, "force", "unpeer", providerLiqoClusterID)
+		switch {
+		case ferr == nil:
+		case forceUnpeerFoundNothing(ferr, providerLiqoClusterID):
+			l.log.InfoContext(ctx, "No ForeignCluster left: the peering is already gone", "providerLiqoClusterID", providerLiqoClusterID)
+		default:
+			return fmt.Errorf("unpeering from %s: %w", providerLiqoClusterID, errors.Join(err, ferr))
+		}
 	}
 	if l.opts.Client == nil {
 		return nil
@@ -161,8 +194,26 @@ func (l *Liqoctl) Unpeer(ctx context.Context, providerLiqoClusterID, kubeconfig 
 
 // DeleteForeignClusters deletes the ForeignClusters of the given Liqo
 // cluster id (by name, by label liqo.io/remote-cluster-id and by
-// spec.clusterID). None is success.
+// spec.clusterID). None is success. While an Identity or a VirtualNode of
+// that cluster is still in its tenant namespace (being finalised), Liqo's
+// controllers re-create a deleted ForeignCluster, empty; so nothing is
+// deleted then and the error says to retry (Unpeer is retried until it
+// succeeds). A cluster without the Identity kind (the simulated Liqo's
+// CRDs) has none to wait for.
 func DeleteForeignClusters(ctx context.Context, c client.Client, liqoClusterID string) error {
+	tenant := TenantNamespace(liqoClusterID)
+	var vns offloadingv1beta1.VirtualNodeList
+	if err := c.List(ctx, &vns, client.InNamespace(tenant)); err != nil && !meta.IsNoMatchError(err) {
+		return fmt.Errorf("listing the VirtualNodes of provider %s: %w", liqoClusterID, err)
+	}
+	var ids authv1beta1.IdentityList
+	if err := c.List(ctx, &ids, client.InNamespace(tenant)); err != nil && !meta.IsNoMatchError(err) {
+		return fmt.Errorf("listing the Identities of provider %s: %w", liqoClusterID, err)
+	}
+	if n, m := len(vns.Items), len(ids.Items); n+m > 0 {
+		return fmt.Errorf("the ForeignCluster %s is kept for now: %d VirtualNode(s) and %d Identity(ies) of it are still in %s (Liqo would re-create a deleted ForeignCluster empty); retry once they are gone",
+			liqoClusterID, n, m, tenant)
+	}
 	var list liqocorev1beta1.ForeignClusterList
 	if err := c.List(ctx, &list); err != nil {
 		return fmt.Errorf("listing ForeignClusters to remove provider %s: %w", liqoClusterID, err)
@@ -271,25 +322,22 @@ func liqoctlTimeout(ours time.Duration) time.Duration {
 	return ours
 }
 
-func isNotFound(err error) bool {
+// forceUnpeerFoundNothing reports whether `liqoctl force unpeer id` failed
+// because no ForeignCluster of id exists. liqoctl v1.1.2 prints it through
+// its spinner unformatted: "Remote cluster with ID %s not found<id>"; both
+// that and the formatted sentence match.
+func forceUnpeerFoundNothing(err error, id string) bool {
+	return outputSays(err, "remote cluster with ID") && outputSays(err, "not found") && outputSays(err, id)
+}
+
+// outputSays reports whether err is a liqoctl run that ended on its own
+// (not our timeout) with output containing phrase (case-insensitive).
+func outputSays(err error, phrase string) bool {
 	var ce *CommandError
 	if !errors.As(err, &ce) || ce.TimedOut {
 		return false
 	}
-	o := strings.ToLower(ce.Output)
-	return strings.Contains(o, "not found") || strings.Contains(o, "notfound")
-}
-
-// validID checks a Liqo cluster id with the broker's rule (api.CheckClusterID:
-// Liqo's own, a DNS-1123 label) before it reaches a liqoctl command line.
-func validID(what, id string) error {
-	if id == "" {
-		return fmt.Errorf("%s is empty", what)
-	}
-	if fe := api.CheckClusterID(what, id); fe != nil {
-		return fmt.Errorf("%s %s is not a valid Liqo cluster id: it must be %s", what, api.ShowString(id), fe.Want)
-	}
-	return nil
+	return strings.Contains(strings.ToLower(ce.Output), strings.ToLower(phrase))
 }
 
 var (

@@ -64,6 +64,7 @@ func TestLiqoctlCommands(t *testing.T) {
 		wantOut  string
 		wantErr  string // substring; empty means success
 		remote   bool   // a remote kubeconfig file must have been passed
+		noKC     bool   // run without --kubeconfig
 	}{
 		{
 			name: "generate prints the kubeconfig",
@@ -94,9 +95,34 @@ func TestLiqoctlCommands(t *testing.T) {
 			wantArgv: "delete peering-user --consumer-cluster-id liqo-consumer-1 --kubeconfig /etc/local.kubeconfig --skip-confirm",
 		},
 		{
-			name: "delete of an absent peering user is success",
-			body: "echo 'ERRO  secrets \"liqo-peering-user\" not found' >&2; exit 1",
-			call: func(ctx context.Context, d *liqo.Liqoctl) (string, error) { return "", d.DeletePeeringUser(ctx, "c1") },
+			// liqoctl v1.1.2 deletes an absent user without error; a "not
+			// found" is something else (here: Liqo not installed) and fails.
+			name:    "a not-found from delete is not guessed to be success",
+			body:    "echo 'ERRO  configmaps \"clusterid-configmap\" not found' >&2; exit 1",
+			call:    func(ctx context.Context, d *liqo.Liqoctl) (string, error) { return "", d.DeletePeeringUser(ctx, "c1") },
+			wantErr: `configmaps "clusterid-configmap" not found`,
+		},
+		{
+			// A retry finds the CSR of an attempt whose answer was lost:
+			// the user is deleted and generated afresh.
+			name: "generate after a partial user deletes it and generates again",
+			body: `case "$1" in
+generate) if [ ! -f "$dir/generated-once" ]; then touch "$dir/generated-once"
+  echo 'ERRO  unable to generate certificate for the user: certificatesigningrequests.certificates.k8s.io "liqo-peer-user-c1" already exists' >&2; exit 1; fi
+  printf '%s\n' '` + validKubeconfig + `';;
+esac`,
+			call: func(ctx context.Context, d *liqo.Liqoctl) (string, error) { return d.GeneratePeeringUser(ctx, "c1") },
+			wantArgv: "generate peering-user --consumer-cluster-id c1 --skip-confirm\n" +
+				"delete peering-user --consumer-cluster-id c1 --skip-confirm\n" +
+				"generate peering-user --consumer-cluster-id c1 --skip-confirm",
+			wantOut: strings.TrimSpace(validKubeconfig),
+			noKC:    true,
+		},
+		{
+			name:    "generate after a partial user whose delete fails reports both",
+			body:    `echo "ERRO  $1: rolebindings \"x\" already exists" >&2; exit 1`,
+			call:    func(ctx context.Context, d *liqo.Liqoctl) (string, error) { return d.GeneratePeeringUser(ctx, "c1") },
+			wantErr: "ERRO  delete: rolebindings",
 		},
 		{
 			name:    "delete other failure",
@@ -137,12 +163,42 @@ func TestLiqoctlCommands(t *testing.T) {
 			remote:   true,
 		},
 		{
-			name: "unpeer of an unknown provider is success",
-			body: "echo 'foreigncluster not found' >&2; exit 1",
+			// The provider revoked the credential: liqoctl unpeer cannot read
+			// its cluster id; force unpeer tears the peering down locally.
+			name: "unpeer falls back to force unpeer when the provider refuses",
+			body: `case "$1" in unpeer) echo 'ERRO  an error occurred while retrieving cluster id: Unauthorized' >&2; exit 1;; esac`,
+			call: func(ctx context.Context, d *liqo.Liqoctl) (string, error) {
+				return "", d.Unpeer(ctx, "p1", validKubeconfig)
+			},
+			wantArgv: "unpeer --remote-kubeconfig <remote> --timeout 55s --kubeconfig /etc/local.kubeconfig --skip-confirm\n" +
+				"force unpeer p1 --kubeconfig /etc/local.kubeconfig --skip-confirm",
+			remote: true,
+		},
+		{
+			name: "unpeer without the credential goes straight to force unpeer",
+			call: func(ctx context.Context, d *liqo.Liqoctl) (string, error) {
+				return "", d.Unpeer(ctx, "p1", "")
+			},
+			wantArgv: "force unpeer p1 --kubeconfig /etc/local.kubeconfig --skip-confirm",
+		},
+		{
+			name: "unpeer of a provider whose ForeignCluster is gone is success",
+			// liqoctl v1.1.2's own words (its spinner leaves %s unformatted).
+			body: `case "$1" in unpeer) echo 'ERRO  Unauthorized' >&2; exit 1;; force) echo 'Retrieving remote cluster info...'; echo 'ERRO: Remote cluster with ID %s not foundp1'; exit 1;; esac`,
 			call: func(ctx context.Context, d *liqo.Liqoctl) (string, error) {
 				return "", d.Unpeer(ctx, "p1", validKubeconfig)
 			},
 			remote: true,
+		},
+		{
+			// Without Liqo, neither command works: an error, never success.
+			name: "unpeer on a cluster without Liqo is an error",
+			body: `case "$1" in unpeer) echo 'ERRO  configmaps "clusterid-configmap" not found' >&2; exit 1;; force) echo 'ERRO  no matches for kind "ForeignCluster"' >&2; exit 1;; esac`,
+			call: func(ctx context.Context, d *liqo.Liqoctl) (string, error) {
+				return "", d.Unpeer(ctx, "p1", validKubeconfig)
+			},
+			wantErr: `no matches for kind "ForeignCluster"`,
+			remote:  true,
 		},
 		{
 			name: "invalid cluster id is refused before running liqoctl",
@@ -155,7 +211,11 @@ func TestLiqoctlCommands(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			path, dir := fakeLiqoctl(t, tt.body)
-			d := liqo.NewLiqoctl(liqo.LiqoctlOptions{Path: path, Kubeconfig: "/etc/local.kubeconfig", TempDir: t.TempDir()})
+			kc := "/etc/local.kubeconfig"
+			if tt.noKC {
+				kc = ""
+			}
+			d := liqo.NewLiqoctl(liqo.LiqoctlOptions{Path: path, Kubeconfig: kc, TempDir: t.TempDir()})
 			out, err := tt.call(context.Background(), d)
 			if tt.wantErr == "" && err != nil {
 				t.Fatalf("unexpected error: %v", err)

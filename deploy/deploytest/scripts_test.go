@@ -106,7 +106,7 @@ func TestProvider(t *testing.T) {
 		}
 	}
 	c.checkRBAC(t, ns, "provider-agent",
-		[][3]string{{"list", "nodes", ""}, {"watch", "pods", ""}, {"update", "configmaps", ns}, {"create", "certificatesigningrequests.certificates.k8s.io", ""}},
+		[][3]string{{"list", "nodes", ""}, {"watch", "pods", ""}, {"update", "configmaps", ns}, {"create", "certificatesigningrequests.certificates.k8s.io", ""}, {"deletecollection", "certificatesigningrequests.certificates.k8s.io", ""}},
 		[][3]string{{"get", "secrets", ns}, {"update", "configmaps", "default"}, {"delete", "nodes", ""}, {"create", "customresourcedefinitions.apiextensions.k8s.io", ""}})
 
 	// The simulated driver: no liqoctl RBAC left behind.
@@ -170,15 +170,17 @@ func TestConsumer(t *testing.T) {
 	}
 	c.checkRBAC(t, ns, "consumer-agent",
 		[][3]string{{"list", "consumerpolicies.autoscaling.federation-autoscaler.io", ns}, {"create", "virtualnodestates.autoscaling.federation-autoscaler.io", ns},
-			{"create", "secrets", ns}, {"patch", "nodes", ""}, {"create", "resourceslices.authentication.liqo.io", "liqo-tenant-x"}, {"create", "nodes", ""}},
+			{"create", "secrets", ns}, {"patch", "nodes", ""}, {"create", "resourceslices.authentication.liqo.io", "liqo-tenant-x"}, {"create", "nodes", ""},
+			{"create", "configmaps", ns}}, // the simulated Liqo's clusterid ConfigMap (namespaced Role)
 		[][3]string{{"create", "consumerpolicies.autoscaling.federation-autoscaler.io", ns}, {"get", "secrets", "default"}, {"list", "pods", ""},
 			{"create", "customresourcedefinitions.apiextensions.k8s.io", ""}})
 	c.checkRBAC(t, ns, "cluster-autoscaler",
 		[][3]string{{"update", "nodes", ""}, {"list", "pods", ""}, {"create", "pods/eviction", "default"}, {"create", "leases.coordination.k8s.io", ns}},
 		[][3]string{{"get", "secrets", ns}, {"delete", "nodes", ""}, {"create", "leases.coordination.k8s.io", "kube-system"}})
-	// The real Liqo driver: the simulation's RBAC is dropped.
+	// The real Liqo driver: the simulation's RBAC is dropped, the
+	// cluster-wide and the namespaced parts.
 	mustRun(t, dir, "consumer-up.sh", "--kubeconfig", c.env.Kubeconfig, "--image", testImage, "--bundle", bundle, "--namespace", ns)
-	c.checkRBAC(t, ns, "consumer-agent", [][3]string{{"patch", "nodes", ""}}, [][3]string{{"create", "nodes", ""}})
+	c.checkRBAC(t, ns, "consumer-agent", [][3]string{{"patch", "nodes", ""}}, [][3]string{{"create", "nodes", ""}, {"create", "configmaps", ns}})
 	c.down(t, dir, "consumer", "consumer-down.sh", "--namespace", ns)
 }
 

@@ -4,11 +4,7 @@
 package rbac_test
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -16,9 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,40 +26,9 @@ import (
 
 const ns = "federation-autoscaler"
 
-func apply(t *testing.T, c client.Client, file string) {
-	t.Helper()
-	raw, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			return
-		} else if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Create(context.Background(), u); err != nil {
-			t.Fatalf("%s: creating %s %s: %v", file, u.GetKind(), u.GetName(), err)
-		}
-	}
-}
-
 func as(t *testing.T, env *testcluster.Env, sa string) (*rest.Config, client.Client) {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + ns + ":" + sa,
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-	}
-	c, err := client.New(cfg, client.Options{Scheme: testcluster.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, c, _ := env.AsServiceAccount(t, ns, sa)
 	return cfg, c
 }
 
@@ -88,8 +51,8 @@ func TestAgentRBAC(t *testing.T) {
 	ctx := context.Background()
 	env.EnsureNamespace(t, ns)
 	env.EnsureNamespace(t, "other")
-	apply(t, env.Client, "provider-agent.yaml")
-	apply(t, env.Client, "consumer-agent.yaml")
+	env.ApplyFile(t, "provider-agent.yaml")
+	env.ApplyFile(t, "consumer-agent.yaml")
 
 	t.Run("provider", func(t *testing.T) {
 		cfg, c := as(t, env, "provider-agent")
@@ -100,6 +63,13 @@ func TestAgentRBAC(t *testing.T) {
 		must(t, "preflight pods", preflight.CanList(ctx, c, &corev1.PodList{}, ""))
 		must(t, "create configmap", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sharing"}}))
 		must(t, "install CRDs", crds.Install(ctx, cfg))
+		// The simulated Liqo's install, then the id read back as with Liqo.
+		must(t, "install the simulated Liqo's cluster id", liqosim.InstallClusterID(ctx, c, ns, "prov"))
+		must(t, "install again (no change)", liqosim.InstallClusterID(ctx, c, ns, "other-id"))
+		if id, err := liqo.ResolveClusterID(ctx, c, ns, ""); err != nil || id != "prov" {
+			t.Errorf("the provider's Liqo id = %q, %v; want prov", id, err)
+		}
+		forbidden(t, "read Liqo's ConfigMaps other than the cluster id", c.Get(ctx, client.ObjectKey{Namespace: "liqo", Name: "other"}, &corev1.ConfigMap{}))
 		forbidden(t, "list secrets", c.List(ctx, &corev1.SecretList{}, client.InNamespace(ns)))
 		forbidden(t, "configmap in another namespace", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "x"}}))
 		forbidden(t, "delete a node", c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}}))
@@ -117,6 +87,16 @@ func TestAgentRBAC(t *testing.T) {
 		must(t, "preflight nodes", preflight.CanList(ctx, c, &corev1.NodeList{}, ""))
 		must(t, "preflight VirtualNodeStates", preflight.CanList(ctx, c, &fav1alpha1.VirtualNodeStateList{}, ns))
 		must(t, "preflight ConsumerPolicies", preflight.CanList(ctx, c, &fav1alpha1.ConsumerPolicyList{}, ns))
+		// The same cluster as the provider above: its id is already there
+		// and stays (Liqo-owned); a disagreeing one is refused.
+		must(t, "install the simulated Liqo's cluster id", liqosim.InstallClusterID(ctx, c, ns, "cons"))
+		if id, err := liqo.ResolveClusterID(ctx, c, ns, ""); err != nil || id != "prov" {
+			t.Errorf("the cluster's Liqo id = %q, %v; want prov (installed first)", id, err)
+		}
+		if _, err := liqo.ResolveClusterID(ctx, c, ns, "cons"); err == nil {
+			t.Error("a --liqo-cluster-id disagreeing with Liqo's was accepted")
+		}
+		forbidden(t, "create a ConfigMap in another namespace", c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "x"}}))
 		ctrl, err := liqosim.NewController(cfg, liqosim.ControllerOptions{})
 		must(t, "NewController", err)
 		runCtx, cancel := context.WithCancel(ctx)
@@ -135,7 +115,8 @@ func TestAgentRBAC(t *testing.T) {
 		must(t, "secret", c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubeconfig-r1"}, StringData: map[string]string{"kubeconfig": kc}}))
 		must(t, "peer", d.Peer(ctx, "prov", kc))
 		res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
-		must(t, "create slice", c.Create(ctx, liqo.NewResourceSlice("rs-r1", liqo.TenantNamespace("prov"), "cons", "prov", res)))
+		must(t, "create slice", liqo.EnsureResourceSlice(ctx, c, liqo.NewResourceSlice("rs-r1", liqo.TenantNamespace("prov"), "cons", "prov", res)))
+		must(t, "create slice again (redelivered Peer)", liqo.EnsureResourceSlice(ctx, c, liqo.NewResourceSlice("rs-r1", liqo.TenantNamespace("prov"), "cons", "prov", res)))
 		must(t, "create VirtualNodeState", c.Create(ctx, &fav1alpha1.VirtualNodeState{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vns-r1", Labels: map[string]string{fav1alpha1.ReservationLabel: "r1"}},
 			Spec:       fav1alpha1.VirtualNodeStateSpec{ProviderClusterID: "p", ProviderLiqoClusterID: "prov", NodeGroupID: "ng", ReservationID: "r1", Resources: res},

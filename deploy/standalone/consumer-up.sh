@@ -136,7 +136,9 @@ fa_overlay_generators_end
 fa_render
 if [[ "${driver}" == liqoctl ]]; then
   fa_drop_optional consumer clusterrolebinding.rbac.authorization.k8s.io/federation-autoscaler:consumer-liqo-sim \
-    clusterrole.rbac.authorization.k8s.io/federation-autoscaler:consumer-liqo-sim
+    clusterrole.rbac.authorization.k8s.io/federation-autoscaler:consumer-liqo-sim \
+    rolebinding.rbac.authorization.k8s.io/federation-autoscaler:consumer-liqo-sim \
+    role.rbac.authorization.k8s.io/federation-autoscaler:consumer-liqo-sim
 fi
 fa_apply
 if [[ "${FA_DRY_RUN}" != true ]]; then

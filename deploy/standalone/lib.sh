@@ -326,17 +326,18 @@ fa_apply() {
 # fa_drop_optional ROLE KIND/NAME...: an optional part a previous run applied
 # (e.g. RBAC for another --liqo-driver) is removed when this run does not
 # apply it, so re-running with other options converges. Only objects with
-# this role's labels are touched.
+# this role's labels are touched. Namespaced kinds are looked up in
+# --namespace (kubectl ignores -n for cluster-scoped ones).
 fa_drop_optional() {
   local role="$1" obj comp
   shift
   for obj in "$@"; do
-    comp="$(kc get "${obj}" -o 'jsonpath={.metadata.labels.app\.kubernetes\.io/component}' 2>/dev/null || true)"
+    comp="$(kc -n "${FA_NAMESPACE}" get "${obj}" -o 'jsonpath={.metadata.labels.app\.kubernetes\.io/component}' 2>/dev/null || true)"
     [[ "${comp}" == "${role}" ]] || continue
     if [[ "${FA_DRY_RUN}" == true ]]; then
       note "dry run: would delete ${obj} (not used with these options)"
     else
-      kc delete "${obj}" --ignore-not-found --wait=false >&2
+      kc -n "${FA_NAMESPACE}" delete "${obj}" --ignore-not-found --wait=false >&2
     fi
   done
 }

@@ -17,7 +17,9 @@ package testcluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,8 +33,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -105,6 +109,15 @@ func AssetsDir() (string, error) {
 	return filepath.Join(home, ".cache", "federation-autoscaler", "kube-"+KubeVersion), nil
 }
 
+// SkipIfDisabled skips the test when FA_SKIP_KUBE_TESTS=1 (Start does; a
+// test that prepares something slow before Start calls it first).
+func SkipIfDisabled(tb testing.TB) {
+	tb.Helper()
+	if os.Getenv(EnvSkip) == "1" {
+		tb.Skipf("%s=1: skipping a test that needs a real kube-apiserver + etcd", EnvSkip)
+	}
+}
+
 // Start builds the control plane if needed, starts kube-apiserver and etcd
 // with this project's CRDs and the simulated Liqo CRDs installed, and stops
 // them when the test ends. The API server runs with the ServiceAccount and
@@ -113,9 +126,7 @@ func AssetsDir() (string, error) {
 // It skips the test when FA_SKIP_KUBE_TESTS=1 and fails it on any error.
 func Start(tb testing.TB) *Env {
 	tb.Helper()
-	if os.Getenv(EnvSkip) == "1" {
-		tb.Skipf("%s=1: skipping a test that needs a real kube-apiserver + etcd", EnvSkip)
-	}
+	SkipIfDisabled(tb)
 	assets, err := EnsureBinaries()
 	if err != nil {
 		tb.Fatalf("testcluster: %v", err)
@@ -303,5 +314,58 @@ func (e *Env) EnsureServiceAccount(tb testing.TB, namespace, name string) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	if err := e.Client.Create(context.Background(), sa); err != nil && !apierrors.IsAlreadyExists(err) {
 		tb.Fatalf("testcluster: creating service account %s/%s: %v", namespace, name, err)
+	}
+}
+
+// AsServiceAccount returns a configuration, a client and a kubeconfig file
+// (for programs such as kubectl or liqoctl) that act as the ServiceAccount
+// namespace/name: the admin impersonates it with its groups, so every request
+// is authorised by RBAC exactly as the account's own would be.
+func (e *Env) AsServiceAccount(tb testing.TB, namespace, name string) (*rest.Config, client.Client, string) {
+	tb.Helper()
+	user := "system:serviceaccount:" + namespace + ":" + name
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		tb.Fatalf("testcluster: client as %s: %v", user, err)
+	}
+	kc, err := clientcmd.LoadFromFile(e.Kubeconfig)
+	if err != nil {
+		tb.Fatalf("testcluster: reading the admin kubeconfig: %v", err)
+	}
+	for _, ai := range kc.AuthInfos {
+		ai.Impersonate, ai.ImpersonateGroups = user, groups
+	}
+	path := filepath.Join(tb.TempDir(), namespace+"-"+name+".kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		tb.Fatalf("testcluster: writing the kubeconfig of %s: %v", user, err)
+	}
+	return cfg, c, path
+}
+
+// ApplyFile creates, as the admin, every object of a multi-document YAML
+// file (such as the RBAC manifests in deploy/rbac).
+func (e *Env) ApplyFile(tb testing.TB, file string) {
+	tb.Helper()
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+			return
+		} else if err != nil {
+			tb.Fatalf("testcluster: %s: %v", file, err)
+		}
+		if len(u.Object) == 0 {
+			continue
+		}
+		if err := e.Client.Create(context.Background(), u); err != nil {
+			tb.Fatalf("testcluster: %s: creating %s %s: %v", file, u.GetKind(), u.GetName(), err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package liqosim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -26,15 +27,27 @@ func Factory(nodeDelay time.Duration) liqo.Factory {
 				return liqo.Backend{}, fmt.Errorf("installing the Liqo CRDs for the simulated Liqo: %w", err)
 			}
 		}
-		d := NewDriver(env.Client, DriverOptions{LocalClusterID: env.LiqoClusterID, Logger: env.Logger})
-		if !env.Consumer {
-			return liqo.Backend{Driver: d}, nil // only a consumer's cluster grows virtual nodes
+		// Installed as Liqo is: its clusterid ConfigMap names the id unless
+		// an earlier install wrote one; it lives in the agent's namespace
+		// unless --liqo-namespace says otherwise. The id is then read back
+		// as from the real Liqo.
+		ns := cmp.Or(env.LiqoNamespace, env.Namespace)
+		if err := InstallClusterID(ctx, env.Client, ns, env.LiqoClusterID); err != nil {
+			return liqo.Backend{}, err
 		}
-		ctrl, err := NewController(env.Config, ControllerOptions{NodeDelay: nodeDelay, Logger: env.Logger, Name: "liqo-sim-" + env.LiqoClusterID})
+		id, err := liqo.LocalClusterID(ctx, env.Client, ns)
 		if err != nil {
 			return liqo.Backend{}, err
 		}
-		return liqo.Backend{Driver: d, Run: ctrl.Run}, nil
+		d := NewDriver(env.Client, DriverOptions{LocalClusterID: id, Logger: env.Logger})
+		if !env.Consumer {
+			return liqo.Backend{Driver: d, LiqoNamespace: ns}, nil // only a consumer's cluster grows virtual nodes
+		}
+		ctrl, err := NewController(env.Config, ControllerOptions{NodeDelay: nodeDelay, Logger: env.Logger, Name: "liqo-sim-" + id})
+		if err != nil {
+			return liqo.Backend{}, err
+		}
+		return liqo.Backend{Driver: d, Run: ctrl.Run, LiqoNamespace: ns}, nil
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
@@ -65,7 +64,7 @@ func NewDriver(c client.Client, opts DriverOptions) *Driver {
 // GeneratePeeringUser returns a kubeconfig naming the consumer's peering
 // user on this cluster. It holds no credential: nothing checks it.
 func (d *Driver) GeneratePeeringUser(ctx context.Context, consumerLiqoClusterID string) (string, error) {
-	if err := validID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
+	if err := liqo.CheckClusterID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
 		return "", err
 	}
 	user := "liqo-peering-" + consumerLiqoClusterID
@@ -84,7 +83,7 @@ func (d *Driver) GeneratePeeringUser(ctx context.Context, consumerLiqoClusterID 
 
 // DeletePeeringUser succeeds: the simulated peering user has no state.
 func (d *Driver) DeletePeeringUser(ctx context.Context, consumerLiqoClusterID string) error {
-	if err := validID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
+	if err := liqo.CheckClusterID("consumer Liqo cluster id", consumerLiqoClusterID); err != nil {
 		return err
 	}
 	d.log.InfoContext(ctx, "Deleted simulated peering user", "consumerLiqoClusterID", consumerLiqoClusterID)
@@ -95,7 +94,7 @@ func (d *Driver) DeletePeeringUser(ctx context.Context, consumerLiqoClusterID st
 // liqo-tenant-<provider> and records the peering as the ForeignCluster
 // <provider> (role Provider, modules enabled). It creates no ResourceSlice.
 func (d *Driver) Peer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error {
-	if err := validID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
+	if err := liqo.CheckClusterID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
 		return err
 	}
 	kc, err := clientcmd.Load([]byte(kubeconfig))
@@ -159,7 +158,7 @@ func peeredStatus(tenant string, clusters map[string]*clientcmdapi.Cluster) liqo
 // namespace is kept: without a namespace controller its deletion would
 // never finish and would block a later peering. kubeconfig is unused.
 func (d *Driver) Unpeer(ctx context.Context, providerLiqoClusterID, _ string) error {
-	if err := validID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
+	if err := liqo.CheckClusterID("provider Liqo cluster id", providerLiqoClusterID); err != nil {
 		return err
 	}
 	tenant := liqo.TenantNamespace(providerLiqoClusterID)
@@ -195,15 +194,5 @@ func (d *Driver) Unpeer(ctx context.Context, providerLiqoClusterID, _ string) er
 	}
 	d.log.InfoContext(ctx, "Unpeered (simulated)", "providerLiqoClusterID", providerLiqoClusterID,
 		"resourceSlices", len(slices.Items), "virtualNodes", len(vns.Items), "nodes", len(nodes.Items))
-	return nil
-}
-
-func validID(what, id string) error {
-	if id == "" {
-		return fmt.Errorf("%s is empty", what)
-	}
-	if errs := validation.IsDNS1123Label(id); len(errs) > 0 {
-		return fmt.Errorf("%s %q is not a valid Liqo cluster id: %s", what, id, strings.Join(errs, "; "))
-	}
 	return nil
 }

@@ -131,6 +131,22 @@ func CheckClusterID(field, id string) *FieldError {
 	return nil
 }
 
+// MaxLiqoClusterIDLength is the longest Liqo cluster id: Liqo keeps a peer's
+// resources in the namespace "liqo-tenant-<id>", a DNS-1123 label of at most
+// 63 characters, so 63 - len("liqo-tenant-") = 51.
+const MaxLiqoClusterIDLength = validation.DNS1123LabelMaxLength - len("liqo-tenant-")
+
+// CheckLiqoClusterID checks a Liqo cluster id: a DNS-1123 label (Liqo's own
+// rule, the chart's regexMatch) of at most MaxLiqoClusterIDLength characters,
+// so that the tenant namespace named after it is a valid namespace. Both Liqo
+// drivers (agent/liqo and mocks/liqo) and the broker check ids with it.
+func CheckLiqoClusterID(field, id string) *FieldError {
+	if id == "" || len(id) > MaxLiqoClusterIDLength || len(validation.IsDNS1123Label(id)) > 0 {
+		return fieldErr(field, ShowString(id), "a Liqo cluster id: a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit) of 1 to "+strconv.Itoa(MaxLiqoClusterIDLength)+" characters, so that its tenant namespace liqo-tenant-<id> fits 63")
+	}
+	return nil
+}
+
 // CheckOptionalClusterID is CheckClusterID that also accepts "".
 func CheckOptionalClusterID(field, id string) *FieldError {
 	if id == "" {

@@ -29,7 +29,7 @@ func (r *AdvertisementRequest) check() *FieldError {
 	if err := CheckClusterID("clusterId", r.ClusterID); err != nil {
 		return err
 	}
-	if err := CheckClusterID("liqoClusterId", r.LiqoClusterID); err != nil {
+	if err := CheckLiqoClusterID("liqoClusterId", r.LiqoClusterID); err != nil {
 		return err
 	}
 	if len(r.Resources) == 0 {
@@ -84,7 +84,7 @@ func (r *HeartbeatRequest) check() *FieldError {
 	if err := CheckClusterID("clusterId", r.ClusterID); err != nil {
 		return err
 	}
-	if err := CheckClusterID("liqoClusterId", r.LiqoClusterID); err != nil {
+	if err := CheckLiqoClusterID("liqoClusterId", r.LiqoClusterID); err != nil {
 		return err
 	}
 	if err := r.Placement.Check("placement"); err != nil {

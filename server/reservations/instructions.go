@@ -136,7 +136,8 @@ func (s *Service) expiresAt(in *store.Instruction) time.Time {
 }
 
 // view renders in for delivery; ok is false when it must not be delivered
-// now (expired, or a Peer whose credential is gone).
+// now (expired, a Peer whose credential is gone, or a provider Cleanup held
+// for the consumer's teardown).
 func (s *Service) view(in *store.Instruction, now time.Time) (api.InstructionView, bool) {
 	v := api.InstructionView{
 		ID: in.ID, Kind: in.Kind, ReservationID: in.ReservationID,
@@ -151,6 +152,9 @@ func (s *Service) view(in *store.Instruction, now time.Time) (api.InstructionVie
 		v.ExpiresAt = mt(exp)
 	}
 	if in.Flavour == store.FlavourProvider {
+		if s.heldForConsumer(in, now) {
+			return v, false
+		}
 		v.ConsumerClusterID = in.ConsumerID
 		v.ConsumerLiqoClusterID = in.ConsumerLiqoID
 		if in.Kind == api.KindGenerateKubeconfig {
@@ -174,6 +178,27 @@ func (s *Service) view(in *store.Instruction, now time.Time) (api.InstructionVie
 		v.Kubeconfig = c.Kubeconfig
 	}
 	return v, true
+}
+
+// heldForConsumer reports whether provider instruction in is a Cleanup that
+// waits for the consumer's teardown of the same pair: a Cleanup or Unpeer
+// for the consumer, of a reservation on the same provider, still pending
+// and issued less than ProviderCleanupHold ago. The consumer's liqoctl
+// unpeer reads the provider through the peering credential that the
+// provider's Cleanup revokes; the release path already orders the two (the
+// provider Cleanup follows the Unpeer's result), the failure and expiry
+// paths issue both at once.
+func (s *Service) heldForConsumer(in *store.Instruction, now time.Time) bool {
+	if in.Kind != api.KindCleanup {
+		return false
+	}
+	for _, c := range s.st.pending[in.ConsumerID] {
+		if c.Flavour == store.FlavourReservation && c.ProviderID == in.ProviderID &&
+			(c.Kind == api.KindCleanup || c.Kind == api.KindUnpeer) && now.Before(c.IssuedAt.Add(s.cfg.ProviderCleanupHold)) {
+			return true
+		}
+	}
+	return false
 }
 
 // PostResult implements rest.Broker. Transitions happen synchronously: a
@@ -217,6 +242,9 @@ func (s *Service) PostResult(ctx context.Context, cn string, role api.Role, id s
 	in.LastUpdate = t.now
 	s.st.removePending(in)
 	t.putIns(in)
+	if in.Flavour == store.FlavourReservation && (in.Kind == api.KindCleanup || in.Kind == api.KindUnpeer) {
+		t.wake[in.ProviderID] = struct{}{} // a provider Cleanup held for this teardown may go now
+	}
 	s.applyResult(t, in, req)
 	err := s.enqueue(t)
 	s.mu.Unlock()

@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 )
@@ -257,7 +259,66 @@ func TestPeerFailure(t *testing.T) {
 	if !cl.LastChunk || cl.ProviderClusterID != "p1" {
 		t.Fatalf("cleanup = %+v", cl)
 	}
+	// The provider revokes the credential only after the consumer's
+	// teardown (TestProviderCleanupWaitsForTheConsumer).
+	e.result("c1", "cleanup-r1", ok())
 	e.mustFind("p1", "pcleanup.c1.p1")
+}
+
+// A failed Peer issues the consumer's Cleanup and the provider's at once;
+// the provider's (it revokes the peering credential the consumer's liqoctl
+// unpeer reads the provider with) is delivered only once the consumer has
+// answered its own, whatever the answer, or once ProviderCleanupHold has
+// passed without one. A long-polling provider is woken by the answer.
+func TestProviderCleanupWaitsForTheConsumer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(e *env)
+	}{
+		{"consumer cleaned up", func(e *env) { e.result("c1", "cleanup-r1", ok()) }},
+		{"consumer cleanup failed", func(e *env) { e.result("c1", "cleanup-r1", failed("liqoctl unpeer failed")) }},
+		{"consumer silent for the hold", func(e *env) { e.clk.Step(DefaultProviderCleanupHold) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.advertise("p1", 1)
+			e.heartbeat("c1")
+			e.reserve("c1", "r1", "p1")
+			e.result("p1", "gk.c1.p1", kubeconfig("K"))
+			e.result("c1", "peer-r1", failed("tunnel down"))
+			e.mustFind("c1", "cleanup-r1")
+			e.clk.Step(DefaultProviderCleanupHold - time.Second)
+			if v, found := e.find("p1", "pcleanup.c1.p1"); found {
+				t.Fatalf("provider cleanup delivered before the consumer's teardown: %+v", v)
+			}
+			tc.answer(e)
+			e.mustFind("p1", "pcleanup.c1.p1")
+		})
+	}
+
+	t.Run("long-polling provider woken", func(t *testing.T) {
+		e := newEnv(t)
+		e.advertise("p1", 1)
+		e.heartbeat("c1")
+		e.reserve("c1", "r1", "p1")
+		e.result("p1", "gk.c1.p1", kubeconfig("K"))
+		e.result("c1", "peer-r1", failed("tunnel down"))
+		got := make(chan []api.InstructionView, 1)
+		go func() {
+			v, _ := e.s.Instructions(e.ctx, "p1", api.RoleProvider, 30*time.Second)
+			got <- v
+		}()
+		testpoll.Until(t, 10*time.Second, "the provider to wait", func() bool { return e.s.Waiters() == 1 })
+		e.result("c1", "cleanup-r1", ok())
+		select {
+		case v := <-got:
+			if len(v) != 1 || v[0].ID != "pcleanup.c1.p1" {
+				t.Fatalf("woke with %v", ids(v))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("provider not woken by the consumer's cleanup result")
+		}
+	})
 }
 
 // Bug #15: names of pairs with hyphenated ids cannot collide.

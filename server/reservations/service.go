@@ -41,6 +41,9 @@ const (
 	DefaultMaxWait            = 60 * time.Second
 	// DefaultDisconnectGrace is the broker command's --disconnect-grace.
 	DefaultDisconnectGrace = 5 * time.Minute
+	// DefaultProviderCleanupHold covers the consumer agent's liqoctl unpeer
+	// (agent/liqo.DefaultUnpeerTimeout, 60 s) with room for its delivery.
+	DefaultProviderCleanupHold = 2 * time.Minute
 )
 
 // Placer is the placement index the service keeps in step with its ledger
@@ -101,6 +104,13 @@ type Config struct {
 	// ReevaluateInterval: every consumer's held capacity is re-evaluated
 	// at least this often (and at the next sweep after a relevant change).
 	ReevaluateInterval time.Duration
+	// ProviderCleanupHold: a provider Cleanup (which revokes the peering
+	// credential) is not delivered while the consumer's Cleanup or Unpeer
+	// of the same pair is pending and was issued less than this long ago,
+	// so the consumer tears down with the credential still valid; a
+	// consumer that has not answered by then unpeers with liqoctl force
+	// unpeer once the credential is gone.
+	ProviderCleanupHold time.Duration
 	// Placer is the placement index (typically placement.NewIndex(ChunkConfig)).
 	Placer Placer
 }
@@ -139,6 +149,7 @@ func (c *Config) validate() error {
 		{"TerminalGC", &c.TerminalGC, DefaultTerminalGC},
 		{"MaxWait", &c.MaxWait, DefaultMaxWait},
 		{"ReevaluateInterval", &c.ReevaluateInterval, DefaultReevaluateInterval},
+		{"ProviderCleanupHold", &c.ProviderCleanupHold, DefaultProviderCleanupHold},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("reservations: Config.%s is negative (%s); use a positive duration or 0 for the default %s", d.name, *d.v, d.def)

@@ -58,6 +58,12 @@ func TestLeases(t *testing.T) {
 	if _, found := e.find("c1", "peer-r2"); found {
 		t.Fatal("peer of an expired reservation still delivered")
 	}
+	// The silent consumer's Cleanups hold the provider's for
+	// ProviderCleanupHold, no longer.
+	if _, found := e.find("p1", "pcleanup.c1.p1"); found {
+		t.Fatal("provider cleanup delivered while the consumer's cleanups were fresh")
+	}
+	e.clk.Step(DefaultProviderCleanupHold)
 	e.mustFind("p1", "pcleanup.c1.p1")
 	if e.reserved("p1") != 0 {
 		t.Fatal("chunks not credited on expiry")
