@@ -9,10 +9,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
+
+// maxChoiceAuditSize bounds --choice-audit-size.
+const maxChoiceAuditSize = 4096
 
 // Validate checks every flag without touching a file, the network or the
 // cluster, and says how to fix each mistake (all of them at once).
@@ -83,6 +87,15 @@ func (o *Options) Validate() error {
 				add("%s is a provider flag: the consumer agent would ignore it", f.flag)
 			}
 		}
+		if err := o.Model.Validate(); err != nil {
+			add("--model-*: %w", err)
+		}
+		if o.ChoiceAuditSize < 0 || o.ChoiceAuditSize > maxChoiceAuditSize {
+			add("--choice-audit-size %d: use 1 to %d (0: the default, %d)", o.ChoiceAuditSize, maxChoiceAuditSize, choice.DefaultAuditSize)
+		}
+		if o.ChoiceMaxCandidates < 0 || o.ChoiceMaxCandidates > choice.MaxRankingEntries {
+			add("--choice-max-candidates %d: use 1 to %d (0: the default, %d)", o.ChoiceMaxCandidates, choice.MaxRankingEntries, choice.DefaultMaxCandidates)
+		}
 		for _, h := range o.LocalAPIAllowedHosts {
 			if net.ParseIP(h) == nil && len(validation.IsDNS1123Subdomain(strings.TrimSuffix(strings.ToLower(h), "."))) > 0 {
 				add("--local-api-allowed-hosts: %q is neither a DNS name nor an IP address", h)
@@ -91,6 +104,9 @@ func (o *Options) Validate() error {
 	case api.RoleProvider:
 		if len(o.LocalAPIAllowedHosts) > 0 {
 			add("--local-api-allowed-hosts is a consumer flag: the provider agent has no local API")
+		}
+		if o.Model.URL != "" {
+			add("--model-url is a consumer flag: the provider agent chooses nothing")
 		}
 	}
 	return errors.Join(errs...)

@@ -61,13 +61,15 @@ type Config struct {
 
 // Input is one selection: the consumer's intent and location, the broker's
 // Choice view, the RTTs the agent measured (ms by provider, may be nil) and
-// the model endpoint.
+// the model endpoint; Unusable, when set, says why the endpoint cannot be
+// used (its API key Secret is missing, ...): the fallback applies.
 type Input struct {
 	Intent   string
 	Location *Location
 	View     api.NodeGroupListResponse
 	RTTs     map[string]float64
 	Endpoint Endpoint
+	Unusable error
 }
 
 // Pick is the provider chosen for one chunk type.
@@ -210,7 +212,7 @@ func (s *Selector) Select(ctx context.Context, in Input) Decision {
 		ids[i] = c.ID
 		listed[c.ID] = true
 	}
-	key := cacheKey(in.Intent, in.Endpoint, ids)
+	key := cacheKey(in.Intent, in.Endpoint, in.Unusable, ids)
 	ans, fresh, prompt, raw, took := s.answerFor(ctx, key, in, cands, listed)
 
 	d := Decision{
@@ -242,6 +244,8 @@ func (s *Selector) answerFor(ctx context.Context, key string, in Input, cands []
 	switch {
 	case !slices.ContainsFunc(cands, hasRoom):
 		ans.why = "no provider has room for this cluster"
+	case in.Unusable != nil:
+		ans.why = "the model endpoint is unusable: " + in.Unusable.Error()
 	case !in.Endpoint.Configured():
 		ans.why = "no model endpoint is configured"
 	default:
@@ -487,9 +491,13 @@ func (s *Selector) Current() (Decision, bool) {
 // cacheKey identifies (candidate set, intent, endpoint). The API key is
 // part of it (a new key may work where the old one did not) but only
 // hashed.
-func cacheKey(intent string, e Endpoint, ids []string) string {
+func cacheKey(intent string, e Endpoint, unusable error, ids []string) string {
 	h := sha256.New()
-	for _, s := range append([]string{intent, string(e.API), e.URL, e.Model, e.Timeout.String(), e.APIKey}, ids...) {
+	why := ""
+	if unusable != nil {
+		why = unusable.Error()
+	}
+	for _, s := range append([]string{intent, string(e.API), e.URL, e.Model, e.Timeout.String(), e.APIKey, why}, ids...) {
 		fmt.Fprintf(h, "%d:%s;", len(s), s)
 	}
 	return hex.EncodeToString(h.Sum(nil))
