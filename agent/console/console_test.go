@@ -21,6 +21,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
@@ -98,7 +99,12 @@ type consumerAgent struct {
 	locSet   bool
 	err      error // Reserve's answer
 	sig      signal.Signal
+	intent   string
+	log      []choice.Decision
 }
+
+func (a *consumerAgent) Intent() string               { return a.intent }
+func (a *consumerAgent) Decisions() []choice.Decision { return a.log }
 
 func (a *consumerAgent) Policy(ctx context.Context) (*api.Placement, error) {
 	if a.cl == nil {
