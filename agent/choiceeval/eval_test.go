@@ -39,6 +39,19 @@ func TestMeasure(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.what, c.got, c.want)
 		}
 	}
+	// The passing sets docs/placement.md lists.
+	for _, sc := range Scenarios() {
+		var pass []string
+		for _, site := range Catalogue() {
+			if sc.Pass(m, site.ID) {
+				pass = append(pass, site.ID)
+			}
+		}
+		want := map[string]string{"greenest": "zurich,montreal", "close-low-emissions": "zurich", "balanced": "vienna,helsinki,montreal", "cheapest": "frankfurt,mumbai"}[sc.Name]
+		if got := strings.Join(pass, ","); got != want {
+			t.Errorf("%s passes %s, want %s", sc.Name, got, want)
+		}
+	}
 	// The Choice view lists all nine, each with carbon and a score.
 	v := View(Catalogue())
 	if len(v.NodeGroups) != 9 {
