@@ -339,7 +339,7 @@ func ConsumerChoice(s ConsumerStatus) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if r.Prompt != "" || r.Raw != "" {
+				if r.Prompt != "" || r.Raw != "" || r.Rejected != "" {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "<details><summary>prompt and answer</summary><p class=\"muted\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
