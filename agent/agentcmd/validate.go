@@ -87,15 +87,6 @@ func (o *Options) Validate() error {
 				add("%s is a provider flag: the consumer agent would ignore it", f.flag)
 			}
 		}
-		if err := o.Model.Validate(); err != nil {
-			add("--model-*: %w", err)
-		}
-		if o.ChoiceAuditSize < 0 || o.ChoiceAuditSize > maxChoiceAuditSize {
-			add("--choice-audit-size %d: use 1 to %d (0: the default, %d)", o.ChoiceAuditSize, maxChoiceAuditSize, choice.DefaultAuditSize)
-		}
-		if o.ChoiceMaxCandidates < 0 || o.ChoiceMaxCandidates > choice.MaxRankingEntries {
-			add("--choice-max-candidates %d: use 1 to %d (0: the default, %d)", o.ChoiceMaxCandidates, choice.MaxRankingEntries, choice.DefaultMaxCandidates)
-		}
 		for _, h := range o.LocalAPIAllowedHosts {
 			if net.ParseIP(h) == nil && len(validation.IsDNS1123Subdomain(strings.TrimSuffix(strings.ToLower(h), "."))) > 0 {
 				add("--local-api-allowed-hosts: %q is neither a DNS name nor an IP address", h)
@@ -105,11 +96,31 @@ func (o *Options) Validate() error {
 		if len(o.LocalAPIAllowedHosts) > 0 {
 			add("--local-api-allowed-hosts is a consumer flag: the provider agent has no local API")
 		}
-		if o.Model.URL != "" {
-			add("--model-url is a consumer flag: the provider agent chooses nothing")
-		}
 	}
+	errs = append(errs, o.checkChoice(role)...)
 	return errors.Join(errs...)
+}
+
+// checkChoice checks the consumer's Choice-policy flags (a provider takes
+// none).
+func (o *Options) checkChoice(role api.Role) []error {
+	var errs []error
+	if role == api.RoleProvider {
+		if o.Model.URL != "" {
+			errs = append(errs, errors.New("--model-url is a consumer flag: the provider agent chooses nothing"))
+		}
+		return errs
+	}
+	if err := o.Model.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--model-*: %w", err))
+	}
+	if o.ChoiceAuditSize < 0 || o.ChoiceAuditSize > maxChoiceAuditSize {
+		errs = append(errs, fmt.Errorf("--choice-audit-size %d: use 1 to %d (0: the default, %d)", o.ChoiceAuditSize, maxChoiceAuditSize, choice.DefaultAuditSize))
+	}
+	if o.ChoiceMaxCandidates < 0 || o.ChoiceMaxCandidates > choice.MaxRankingEntries {
+		errs = append(errs, fmt.Errorf("--choice-max-candidates %d: use 1 to %d (0: the default, %d)", o.ChoiceMaxCandidates, choice.MaxRankingEntries, choice.DefaultMaxCandidates))
+	}
+	return errs
 }
 
 // checkListen accepts "" and host:port with a port number.

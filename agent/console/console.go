@@ -361,11 +361,17 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	}
 	st.VirtualNodes = c.virtualNodes(vns)
 	st.Reservations = c.reservations(ctx, vns)
-	st.Intent = c.Agent.Intent()
-	for _, d := range c.Agent.Decisions() {
-		st.Decisions = append(st.Decisions, decisionView(d))
-	}
+	st.Intent, st.Decisions = c.Agent.Intent(), decisionViews(c.Agent.Decisions())
 	return st, nil
+}
+
+// decisionViews are the Choice audit log as the console shows it.
+func decisionViews(log []choice.Decision) []web.ChoiceDecision {
+	var out []web.ChoiceDecision
+	for _, d := range log {
+		out = append(out, decisionView(d))
+	}
+	return out
 }
 
 // decisionView is a Choice decision as the console shows it.
