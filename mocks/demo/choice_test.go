@@ -1,7 +1,6 @@
 package demo_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,22 +38,8 @@ func TestChoiceScenario(t *testing.T) {
 	}))
 	defer model.Close()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	fed, err := demo.Start(ctx, demo.Options{
-		DataDir: t.TempDir(), Providers: demo.DefaultProviders(3), PeeringDelay: 0, ScanInterval: time.Second,
-		ScaleDownUnneededTime: 2 * time.Second, ProviderStaleAfter: 15 * time.Second, AdvertiseInterval: time.Second,
-		Model:  choice.Endpoint{API: choice.APIOllama, URL: model.URL, Model: "scripted", Timeout: 10 * time.Second},
-		Logger: testLogger(),
-	})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := fed.Stop(); err != nil {
-			t.Errorf("demo stopped with: %v", err)
-		}
+	fed := startDemo(t, demo.DefaultProviders(3), func(o *demo.Options) {
+		o.Model = choice.Endpoint{API: choice.APIOllama, URL: model.URL, Model: "scripted", Timeout: 10 * time.Second}
 	})
 	d := newDriver(t, fed)
 	d.eventually("three providers advertised", 30*time.Second, func() (bool, string) {
