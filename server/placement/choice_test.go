@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"strconv"
 	"testing"
 
@@ -89,5 +90,23 @@ func TestChoiceExplainListsEveryCandidate(t *testing.T) {
 	last := te.Candidates[len(te.Candidates)-1]
 	if last.ProviderClusterID != "full" || last.Outcome != api.OutcomeFiltered || last.Filter != api.FilterFull {
 		t.Errorf("last candidate = %+v, want full filtered", last)
+	}
+}
+
+// TestChoiceListSize: past ChoiceListSize providers with room, the view
+// keeps the best by the Weighted score (price only here: the cheapest).
+func TestChoiceListSize(t *testing.T) {
+	ix := NewIndex(DefaultChunkConfig())
+	for i := range ChoiceListSize + 10 {
+		// Provider i costs 2 × (0.010 + i/10 000) + 4 × 0.001 per chunk.
+		ix.UpsertProvider(prov(fmt.Sprintf("p%04d", i), 1, priced(strconv.FormatFloat(0.01+float64(i)/10000, 'f', 4, 64), "0.001")))
+	}
+	ix.UpsertConsumer(consumer("c1", api.PlacementChoice, weights(api.Weights{Price: 1})))
+	v := ix.View("c1", false)
+	if len(v.NodeGroups) != ChoiceListSize {
+		t.Fatalf("%d groups listed, want %d", len(v.NodeGroups), ChoiceListSize)
+	}
+	if first, last := v.NodeGroups[0].ProviderClusterID, v.NodeGroups[len(v.NodeGroups)-1].ProviderClusterID; first != "p0000" || last != fmt.Sprintf("p%04d", ChoiceListSize-1) {
+		t.Errorf("listed %s … %s, want the %d cheapest", first, last, ChoiceListSize)
 	}
 }

@@ -354,23 +354,48 @@ func (v *viewCtx) ranked(ti int) {
 	}
 }
 
-// choice makes every provider of chunk type ti with head-room for this
-// consumer growable (the Choice policy: the consumer agent picks one) and
-// keeps the Weighted normalisation over them, so each listed group carries
-// its Weighted score, the consumer's deterministic fallback. Nothing
-// blocks: the agent walks its own ranking. It reads every open provider of
-// the type (O(open providers)); with an explainer it records them in the
-// Standard order.
+// ChoiceListSize is how many providers per chunk type a Choice view makes
+// growable at most: the best by the Weighted score (ties by id). The
+// consumer agent shows its model at most 32 (--choice-max-candidates,
+// at most 256), so a longer list would only cost the broker and the wire.
+const ChoiceListSize = 256
+
+// choice makes the providers of chunk type ti with head-room for this
+// consumer growable (the Choice policy: the consumer agent picks one), at
+// most ChoiceListSize of them, the best by the Weighted score, and keeps
+// the Weighted normalisation over all of them, so each listed group
+// carries its Weighted score, the consumer's deterministic fallback.
+// Nothing blocks: the agent walks its own ranking. It reads and scores
+// every open provider of the type (O(open providers)); with an explainer
+// it records them in the Standard order.
 func (v *viewCtx) choice(ti int) {
-	v.weighted[ti] = v.weightedBounds(ti)
+	n := v.weightedBounds(ti)
+	v.weighted[ti] = n
+	type scored struct {
+		ps *provState
+		s  float64
+	}
+	var cands []scored
 	v.ix.trees[ti].std.Ascend(func(it rankItem) bool {
 		ps := v.ix.providers[it.id]
 		v.ex.meet(ti, ps)
 		if v.classify(ps, ti) == usable {
-			v.growable[groupKey{ps.p.ID, ti}] = struct{}{}
+			cands = append(cands, scored{ps, n.score(v, ps, ti)})
 		}
 		return true
 	})
+	if len(cands) > ChoiceListSize {
+		slices.SortFunc(cands, func(a, b scored) int {
+			if c := cmp.Compare(a.s, b.s); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ps.p.ID, b.ps.p.ID)
+		})
+		cands = cands[:ChoiceListSize]
+	}
+	for _, c := range cands {
+		v.growable[groupKey{c.ps.p.ID, ti}] = struct{}{}
+	}
 }
 
 // rankOrder returns the tree a single-winner policy walks for chunk type
