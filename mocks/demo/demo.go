@@ -466,6 +466,9 @@ func (f *Federation) startBroker(ctx context.Context, o Options, pkiDir, brokerD
 		// per-certificate limit is sized for real CA's 10 s.
 		RateLimitBurst: 200, RateLimitRPS: 100,
 		APIListener: apiLn, DashboardListener: dashLn, Limits: f.guard.Limits(),
+		// The demo's broker keeps its state in the data folder (brokercmd
+		// refuses an empty --store; the flag's default is bolt).
+		Store:       brokercmd.StoreOptions{Backend: brokercmd.StoreBolt},
 		OnDashboard: func(d *web.Dashboard) { f.dashMu.Lock(); f.dashboard = d; f.dashMu.Unlock() },
 	}
 	f.run(ctx, "broker", func(ctx context.Context) error { return brokercmd.Run(ctx, bo, o.Logger.With("component", "broker")) })
