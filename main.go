@@ -12,6 +12,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/adaptercmd"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/agentcmd"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choiceeval"
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/democmd"
 	mockgeo "github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
@@ -37,6 +38,7 @@ func main() {
 		mockcmd.NewEcoCommand(),
 		democmd.NewCommand(),
 		loadgencmd.NewCommand(),
+		choiceeval.NewCommand(),
 	)
 	err := root.ExecuteContext(ctx)
 	stop()

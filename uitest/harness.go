@@ -255,9 +255,14 @@ type Demo struct {
 // StartDemo starts the demo federation with its data in dir (0 s peering
 // delay, 1 s autoscaler scan) and describes it as a Target. The Price
 // policy lands on Sydney, the cheapest of the default providers.
-func StartDemo(ctx context.Context, dir string) (*Demo, error) {
+// tune, when given, adjusts the options first (a test's model endpoint).
+func StartDemo(ctx context.Context, dir string, tune ...func(*demo.Options)) (*Demo, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	fed, err := demo.Start(ctx, demo.Options{DataDir: dir, ScanInterval: time.Second, AdvertiseInterval: 5 * time.Second})
+	o := demo.Options{DataDir: dir, ScanInterval: time.Second, AdvertiseInterval: 5 * time.Second}
+	for _, f := range tune {
+		f(&o)
+	}
+	fed, err := demo.Start(ctx, o)
 	if err != nil {
 		cancel()
 		return nil, err

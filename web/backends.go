@@ -151,6 +151,49 @@ type ConsumerStatus struct {
 	// looked for).
 	UnfitPods      []UnfitPod
 	UnfitPodsError string
+	// Intent is what the consumer wants in plain words (its
+	// ConsumerPolicy's spec.intent, read by the Choice policy); Decisions
+	// is the Choice selector's audit log, newest first.
+	Intent    string
+	Decisions []ChoiceDecision
+}
+
+// ChoiceDecision is one decision of the consumer agent's Choice selector
+// (docs/placement.md): what it asked, what the model answered, what was
+// used and why.
+type ChoiceDecision struct {
+	At time.Time
+	// Model names the endpoint (never its API key); "" when none is set.
+	Model string
+	Picks []ChoicePick
+	// Fallback is true when the model's answer was not used at all; Why
+	// says why.
+	Fallback bool
+	Why      string
+	// Reason is the model's own account of its ranking, not proof.
+	Reason   string
+	Ranking  []string
+	Rejected []string
+	// Cached is true for a decision taken from an earlier answer.
+	Cached            bool
+	Latency           time.Duration
+	Prompt, RawAnswer string
+}
+
+// ChoicePick is the provider a decision chose for one chunk type, by the
+// model's ranking or by the fallback order.
+type ChoicePick struct {
+	ChunkType api.ChunkType
+	Provider  string
+	ByModel   bool
+}
+
+// IntentSetter is an optional capability of a ConsumerBackend: the
+// consumer console shows its intent box when its backend has it.
+type IntentSetter interface {
+	// SetIntent writes what the consumer wants in plain words ("" clears
+	// it); the Choice policy's next selection reads it.
+	SetIntent(ctx context.Context, intent string) error
 }
 
 // UnfitPod is a pending pod whose requests fit no chunk type's shape.

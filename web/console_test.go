@@ -269,7 +269,7 @@ func TestValidationErrorsRendered(t *testing.T) {
 		wantMsgs []string
 	}{
 		{"bad policy and weights", "/policy", url.Values{"policy": {"Cheapest"}, "w_price": {"1001"}},
-			[]string{"choose one of Standard, Price, Eco, Latency or Weighted", "Price weight: 1001 is not allowed: must be a finite number from 0 to 1000"}},
+			[]string{"choose one of Standard, Price, Eco, Latency, Weighted or Choice", "Price weight: 1001 is not allowed: must be a finite number from 0 to 1000"}},
 		{"weighted all zero", "/policy", url.Values{"policy": {"Weighted"}}, []string{"set at least one weight above 0"}},
 		{"bad workload", "/workload", url.Values{"replicas": {"-1"}, "pod_cpu": {"lots"}, "pod_memory": {"0"}},
 			[]string{"Replicas: a whole number from 0 to 500", "CPU per pod", "Memory per pod"}},

@@ -15,7 +15,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/web/views"
 )
 
@@ -27,6 +29,7 @@ type ConsumerConsole struct {
 	backend  ConsumerBackend
 	workload WorkloadBackend // nil when the backend has no workload switch
 	locator  LocationSetter  // nil when the backend cannot set the location
+	intents  IntentSetter    // nil when the backend cannot set the intent
 }
 
 // NewConsumerConsole builds the console over backend. When backend also
@@ -41,6 +44,7 @@ func NewConsumerConsole(backend ConsumerBackend, opts ConsoleOptions) (*Consumer
 	}
 	cc := &ConsumerConsole{site: s, backend: backend}
 	cc.workload, _ = backend.(WorkloadBackend)
+	cc.intents, _ = backend.(IntentSetter)
 	if len(s.places) > 0 {
 		cc.locator, _ = backend.(LocationSetter)
 	}
@@ -62,6 +66,9 @@ func (cc *ConsumerConsole) Mount(app *fiber.App) {
 	if cc.locator != nil {
 		cc.site.route(app, fiber.MethodPost, "/location", protect, cc.postLocation)
 	}
+	if cc.intents != nil {
+		cc.site.route(app, fiber.MethodPost, "/intent", protect, cc.postIntent)
+	}
 }
 
 // App returns a new Fiber app (see NewApp) with the console mounted.
@@ -80,6 +87,7 @@ var consumerFlash = map[string]string{
 	"reserved": "Reservation requested.",
 	"released": "Release requested.",
 	"location": "Location set; the broker sees it with the next heartbeat, sent now.",
+	"intent":   "Intent saved; the Choice policy's next decision reads it.",
 }
 
 // consumerForms carries the forms' state across a failed submission.
@@ -87,6 +95,7 @@ type consumerForms struct {
 	policy   *views.PolicyForm
 	workload *views.WorkloadForm
 	reserve  *views.ReserveForm
+	intent   *views.IntentForm
 	errs     views.FieldErrors
 	bad      string
 }
@@ -120,6 +129,12 @@ func (cc *ConsumerConsole) render(c *fiber.Ctx, code int, f consumerForms, ok st
 		vm.Reserve = *f.reserve
 	} else {
 		vm.Reserve = reserveForm(st, "", string(api.ChunkStandard), "1")
+	}
+	if cc.intents != nil {
+		vm.Intent = &views.IntentForm{Value: st.Intent, Max: choice.MaxIntentLength}
+		if f.intent != nil {
+			vm.Intent = f.intent
+		}
 	}
 	if cc.locator != nil {
 		city := ""
@@ -167,6 +182,7 @@ func (cc *ConsumerConsole) renderLive(ctx context.Context) (templ.Component, err
 	v := consumerStatusView(cc.site.clock.Now(), st, cc.workloadSummary(ctx), cc.site.currency)
 	parts := []templ.Component{
 		views.ConsumerStatusPanel(v),
+		views.ConsumerChoice(v),
 		views.ConsumerReservations(v, "", cc.site.prefix),
 		views.ConsumerNodes(v),
 		views.ConsumerWhy(v),
@@ -184,17 +200,14 @@ func workloadSummaryFragment(s string) templ.Component {
 	})
 }
 
-var policies = []api.PlacementType{api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted}
+var policies = []api.PlacementType{api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted, api.PlacementChoice}
 
 var weightFields = []struct{ name, label string }{
 	{"w_price", "Price weight"}, {"w_carbon", "Carbon weight"}, {"w_distance", "Distance weight"}, {"w_free", "Free capacity weight"},
 }
 
 func policyForm(p api.Placement) views.PolicyForm {
-	cur := p.Type
-	if cur == "" {
-		cur = api.PlacementStandard
-	}
+	cur, _ := placement.NormalizePolicy(p.Type)
 	f := views.PolicyForm{}
 	for _, t := range policies {
 		f.Policies = append(f.Policies, views.Option{Value: string(t), Label: string(t), Selected: t == cur})
@@ -234,7 +247,7 @@ func parsePolicy(get func(string) string) (api.Placement, views.PolicyForm, view
 		known = known || t == pt
 	}
 	if !known {
-		errs["policy"] = "Policy: choose one of Standard, Price, Eco, Latency or Weighted"
+		errs["policy"] = "Policy: choose one of Standard, Price, Eco, Latency, Weighted or Choice"
 	}
 	vals := make([]float64, len(weightFields))
 	for i, wf := range weightFields {
@@ -253,15 +266,20 @@ func parsePolicy(get func(string) string) (api.Placement, views.PolicyForm, view
 		}
 		vals[i] = f
 	}
-	placement := api.Placement{Type: pt}
-	if pt == api.PlacementWeighted {
-		placement.Weights = &api.Weights{Price: vals[0], Carbon: vals[1], Distance: vals[2], FreeCapacity: vals[3]}
-		if vals[0]+vals[1]+vals[2]+vals[3] == 0 && len(errs) == 0 {
+	pl := api.Placement{Type: pt}
+	sum := vals[0] + vals[1] + vals[2] + vals[3]
+	switch {
+	case pt == api.PlacementWeighted:
+		pl.Weights = &api.Weights{Price: vals[0], Carbon: vals[1], Distance: vals[2], FreeCapacity: vals[3]}
+		if sum == 0 && len(errs) == 0 {
 			errs["w_price"] = "Weighted policy: set at least one weight above 0"
 		}
+	case pt == api.PlacementChoice && sum > 0:
+		// The fallback's weights (none: equal weights).
+		pl.Weights = &api.Weights{Price: vals[0], Carbon: vals[1], Distance: vals[2], FreeCapacity: vals[3]}
 	}
 	form := policyForm(api.Placement{Type: pt, Weights: &api.Weights{Price: vals[0], Carbon: vals[1], Distance: vals[2], FreeCapacity: vals[3]}})
-	return placement, form, errs
+	return pl, form, errs
 }
 
 // postLocation sets (or clears) where the consumer says it is.
@@ -499,6 +517,7 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 		v.Why = &why
 	}
 	v.Unfit, v.UnfitError = unfitRows(st), st.UnfitPodsError
+	v.Choice = choicePanel(now, st)
 	nodes := append([]VirtualNode(nil), st.VirtualNodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {

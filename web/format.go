@@ -150,6 +150,8 @@ func metricColumn(p api.PlacementType, cur string) (header string, value func(fl
 		return "Distance", func(v float64) string { return fmt.Sprintf("%.0f km", v) }
 	case api.PlacementWeighted:
 		return "Score (lower wins)", func(v float64) string { return "score " + strconv.FormatFloat(v, 'f', 3, 64) }
+	case api.PlacementChoice:
+		return "Fallback score (lower wins)", func(v float64) string { return "score " + strconv.FormatFloat(v, 'f', 3, 64) }
 	}
 	return "Metric", func(float64) string { return dash }
 }

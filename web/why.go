@@ -94,7 +94,7 @@ func outcomeClass(o api.CandidateOutcome) string {
 }
 
 // whySummary is one chunk type's decision in a sentence.
-func whySummary(m api.ExplainMetric, cur string, te api.ChunkTypeExplanation) string {
+func whySummary(policy api.PlacementType, m api.ExplainMetric, cur string, te api.ChunkTypeExplanation) string {
 	_, value := explainMetric(m, cur)
 	metricOf := func(id string) string {
 		for _, c := range te.Candidates {
@@ -111,9 +111,15 @@ func whySummary(m api.ExplainMetric, cur string, te api.ChunkTypeExplanation) st
 		return "Nothing is growable now: no provider has room for this cluster."
 	}
 	var b strings.Builder
-	if len(te.Winners) > 1 {
+	switch {
+	case policy == api.PlacementChoice:
+		// Every provider with room is growable; the consumer agent's
+		// selector picks (docs/placement.md), its fallback by score.
+		return fmt.Sprintf("Candidates: %s, every provider with room (the consumer's model picks among them; its fallback is the lowest score, %s with %s).",
+			strings.Join(te.Winners, ", "), te.Winners[0], metricOf(te.Winners[0]))
+	case len(te.Winners) > 1:
 		fmt.Fprintf(&b, "Shortlisted: %s (the consumer picks by measured RTT).", strings.Join(te.Winners, ", "))
-	} else {
+	default:
 		fmt.Fprintf(&b, "%s wins with %s.", te.Winners[0], metricOf(te.Winners[0]))
 	}
 	switch {
@@ -143,7 +149,7 @@ func buildWhy(ex api.PlacementExplanation, cur string, maxRows int) views.Why {
 		}
 	}
 	for _, te := range ex.ChunkTypes {
-		wt := views.WhyType{Type: string(te.ChunkType), Summary: whySummary(ex.Metric, cur, te)}
+		wt := views.WhyType{Type: string(te.ChunkType), Summary: whySummary(ex.AppliedPlacement, ex.Metric, cur, te)}
 		shown := te.Candidates
 		if len(shown) > maxRows {
 			shown = shown[:maxRows]

@@ -71,6 +71,10 @@ func TestBuildWhy(t *testing.T) {
 			ChunkType: api.ChunkStandard, Winners: []string{"x"}, RunnerUp: "z", Margin: fp(1),
 			Candidates: []api.PlacementCandidate{{ProviderClusterID: "x", Metric: fp(1)}, {ProviderClusterID: "z", Metric: fp(2)}},
 		}}}, "x wins with score 1.000. Runner-up z (score 2.000), margin 1.000."},
+		{"choice", api.PlacementExplanation{AppliedPlacement: api.PlacementChoice, Metric: api.MetricWeightedScore, ChunkTypes: []api.ChunkTypeExplanation{{
+			ChunkType: api.ChunkStandard, Winners: []string{"x", "z"}, RunnerUp: "z", Margin: fp(1),
+			Candidates: []api.PlacementCandidate{{ProviderClusterID: "x", Metric: fp(1)}, {ProviderClusterID: "z", Metric: fp(2)}},
+		}}}, "Candidates: x, z, every provider with room (the consumer's model picks among them; its fallback is the lowest score, x with score 1.000)."},
 		{"blocked", api.PlacementExplanation{Metric: api.MetricCost, ChunkTypes: []api.ChunkTypeExplanation{{ChunkType: api.ChunkStandard, BlockedBy: "cheap"}}},
 			"Nothing is growable now: cheap ranks first but is full, and a peering of this cluster there is still in flight; the autoscaler waits for it."},
 		{"nothing", api.PlacementExplanation{Metric: api.MetricCarbon, ChunkTypes: []api.ChunkTypeExplanation{{ChunkType: api.ChunkStandard}}},

@@ -26,6 +26,7 @@ import (
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
@@ -90,6 +91,11 @@ type Deps struct {
 	HealthListen, LocalAPIListen, ConsoleListen, ProbeListen string
 	// LocalAPIHosts are extra Host names the local API answers to.
 	LocalAPIHosts []string
+	// Model is a consumer's default model endpoint for the Choice policy;
+	// ChoiceAuditSize and ChoiceMaxCandidates bound its selector (0:
+	// defaults).
+	Model                                choice.Endpoint
+	ChoiceAuditSize, ChoiceMaxCandidates int
 	// ProbeDelay is added to every probe echo: a simulated network
 	// distance (0 for a real network).
 	ProbeDelay time.Duration

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
@@ -49,8 +50,13 @@ type Options struct {
 	MockEcoURL        string
 	AdvertisedIP      string
 	ProbeListen       string
-	InstallCRDs       bool
-	LiqoClusterID     string
+	// Model is the consumer's default model endpoint for the Choice
+	// policy (--model-api, --model-url, --model-name, --model-timeout);
+	// ChoiceAuditSize and ChoiceMaxCandidates bound its selector.
+	Model                                choice.Endpoint
+	ChoiceAuditSize, ChoiceMaxCandidates int
+	InstallCRDs                          bool
+	LiqoClusterID                        string
 	// LiqoNamespace is where Liqo is installed (--liqo-namespace).
 	LiqoNamespace string
 	NodeName      string
@@ -136,6 +142,13 @@ behaviour.`,
 	f.StringVar(&o.MockEcoURL, "mock-eco-url", "", "provider: carbon-intensity service (e.g. mock-eco); empty: no carbon data")
 	f.StringVar(&o.AdvertisedIP, "advertised-ip", "", "IP used for geolocation and the probe endpoint (default: the node's ExternalIP, then InternalIP)")
 	f.StringVar(&o.ProbeListen, "probe-listen", "", "provider: UDP address of the latency-probe echo responder, advertised as probeEndpoint (empty: none)")
+	o.Model.API = choice.APIOllama
+	f.StringVar((*string)(&o.Model.API), "model-api", string(choice.APIOllama), "consumer: protocol of the Choice policy's model endpoint: Ollama (POST /api/generate) or OpenAI (POST /v1/chat/completions: llama.cpp server, vLLM, LM Studio)")
+	f.StringVar(&o.Model.URL, "model-url", "", "consumer: base URL of the Choice policy's model endpoint, e.g. http://127.0.0.1:11434 (empty: Choice uses its Weighted fallback); the ConsumerPolicy's spec.model overrides it")
+	f.StringVar(&o.Model.Model, "model-name", "", "consumer: model the Choice policy asks, e.g. llama3.2:3b")
+	f.DurationVar(&o.Model.Timeout, "model-timeout", choice.DefaultTimeout, "consumer: longest wait for one model answer (at most 2m); a slower answer falls back")
+	f.IntVar(&o.ChoiceAuditSize, "choice-audit-size", choice.DefaultAuditSize, "consumer: Choice decisions kept in the audit log the console shows (1 to 4096)")
+	f.IntVar(&o.ChoiceMaxCandidates, "choice-max-candidates", choice.DefaultMaxCandidates, "consumer: most providers the Choice model is shown, the best by the fallback order (1 to 256)")
 	f.BoolVar(&o.InstallCRDs, "install-crds", true, "install or update the agent's CRDs at start")
 	f.StringVar(&o.LiqoClusterID, "liqo-cluster-id", "", "the cluster's Liqo cluster id as the operator expects it: the agent reads the id from Liqo and refuses to start when this disagrees (empty: no check; --liqo-driver sim: the id the simulated Liqo is installed with, default the bundle's cluster id)")
 	f.StringVar(&o.LiqoNamespace, "liqo-namespace", "", "the namespace Liqo is installed in, where its clusterid ConfigMap names the cluster's Liqo id (default: liqo; --liqo-driver sim: the agent's --namespace)")

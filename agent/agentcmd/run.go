@@ -89,6 +89,7 @@ func (o *Options) deps(role api.Role, log *slog.Logger) (Deps, error) {
 		d.ProbeListen = o.ProbeListen
 	} else {
 		d.LocalAPIListen, d.LocalAPIHosts = o.LocalAPIListen, o.LocalAPIAllowedHosts
+		d.Model, d.ChoiceAuditSize, d.ChoiceMaxCandidates = o.Model, o.ChoiceAuditSize, o.ChoiceMaxCandidates
 	}
 	if d.Liqo, err = o.liqoFactory(); err != nil {
 		return Deps{}, err

@@ -9,10 +9,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
+
+// maxChoiceAuditSize bounds --choice-audit-size.
+const maxChoiceAuditSize = 4096
 
 // Validate checks every flag without touching a file, the network or the
 // cluster, and says how to fix each mistake (all of them at once).
@@ -96,7 +100,30 @@ func (o *Options) Validate() error {
 			add("--local-api-allowed-hosts is a consumer flag: the provider agent has no local API")
 		}
 	}
+	errs = append(errs, o.checkChoice(role)...)
 	return errors.Join(errs...)
+}
+
+// checkChoice checks the consumer's Choice-policy flags (a provider takes
+// none).
+func (o *Options) checkChoice(role api.Role) []error {
+	var errs []error
+	if role == api.RoleProvider {
+		if o.Model.URL != "" {
+			errs = append(errs, errors.New("--model-url is a consumer flag: the provider agent chooses nothing"))
+		}
+		return errs
+	}
+	if err := o.Model.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--model-*: %w", err))
+	}
+	if o.ChoiceAuditSize < 0 || o.ChoiceAuditSize > maxChoiceAuditSize {
+		errs = append(errs, fmt.Errorf("--choice-audit-size %d: use 1 to %d (0: the default, %d)", o.ChoiceAuditSize, maxChoiceAuditSize, choice.DefaultAuditSize))
+	}
+	if o.ChoiceMaxCandidates < 0 || o.ChoiceMaxCandidates > choice.MaxRankingEntries {
+		errs = append(errs, fmt.Errorf("--choice-max-candidates %d: use 1 to %d (0: the default, %d)", o.ChoiceMaxCandidates, choice.MaxRankingEntries, choice.DefaultMaxCandidates))
+	}
+	return errs
 }
 
 // checkListen accepts "" and host:port with a port number.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -68,6 +69,17 @@ func TestValidateRefusesEveryBadFlag(t *testing.T) {
 		{"allowed hosts", api.RoleConsumer, func(o *Options) { o.LocalAPIAllowedHosts = []string{"fa-agent.fa.svc", "10.0.0.5", "Agent.Example."} }, ""},
 		{"bad allowed host", api.RoleConsumer, func(o *Options) { o.LocalAPIAllowedHosts = []string{"evil host:80"} }, `--local-api-allowed-hosts: "evil host:80"`},
 		{"consumer flag on a provider", api.RoleProvider, func(o *Options) { o.LocalAPIAllowedHosts = []string{"x"} }, "--local-api-allowed-hosts is a consumer flag"},
+		{"model endpoint", api.RoleConsumer, func(o *Options) {
+			o.Model = choice.Endpoint{API: choice.APIOpenAI, URL: "http://127.0.0.1:8080", Model: "qwen2.5:3b", Timeout: 30 * time.Second}
+		}, ""},
+		{"model url", api.RoleConsumer, func(o *Options) { o.Model = choice.Endpoint{API: choice.APIOllama, URL: "127.0.0.1:11434", Model: "m"} }, "--model-*: model URL \"127.0.0.1:11434\""},
+		{"model api", api.RoleConsumer, func(o *Options) { o.Model = choice.Endpoint{API: "gpt", URL: "http://h", Model: "m"} }, `--model-*: model API "gpt"`},
+		{"model timeout", api.RoleConsumer, func(o *Options) {
+			o.Model = choice.Endpoint{API: choice.APIOllama, URL: "http://h", Model: "m", Timeout: time.Hour}
+		}, "--model-*: model timeout 1h0m0s"},
+		{"audit size", api.RoleConsumer, func(o *Options) { o.ChoiceAuditSize = 5000 }, "--choice-audit-size 5000: use 1 to 4096"},
+		{"candidates", api.RoleConsumer, func(o *Options) { o.ChoiceMaxCandidates = -1 }, "--choice-max-candidates -1"},
+		{"model on a provider", api.RoleProvider, func(o *Options) { o.Model.URL = "http://h" }, "--model-url is a consumer flag"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,6 +28,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -191,6 +192,10 @@ type ConsumerAgent interface {
 	Release(ctx context.Context, id string) (api.ReleaseResponse, int, error)
 	// Subscribe signals the agent's changes (coalesced) until ctx ends.
 	Subscribe(ctx context.Context) <-chan struct{}
+	// Intent is the ConsumerPolicy's intent as last read; Decisions the
+	// Choice selector's audit log, newest first.
+	Intent() string
+	Decisions() []choice.Decision
 }
 
 // Prober measures probe endpoints (*probe.Prober).
@@ -313,7 +318,43 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	}
 	st.VirtualNodes = c.virtualNodes(vns)
 	st.Reservations = c.reservations(ctx, vns)
+	st.Intent, st.Decisions = c.Agent.Intent(), decisionViews(c.Agent.Decisions())
 	return st, nil
+}
+
+// decisionViews are the Choice audit log as the console shows it.
+func decisionViews(log []choice.Decision) []web.ChoiceDecision {
+	var out []web.ChoiceDecision
+	for _, d := range log {
+		out = append(out, decisionView(d))
+	}
+	return out
+}
+
+// decisionView is a Choice decision as the console shows it.
+func decisionView(d choice.Decision) web.ChoiceDecision {
+	out := web.ChoiceDecision{
+		At: d.At, Model: d.Model, Fallback: d.Fallback, Why: d.Why, Reason: d.Reason, Ranking: d.Ranking,
+		Cached: d.Cached, Latency: d.Latency, Prompt: d.Prompt, RawAnswer: d.RawAnswer,
+	}
+	for _, p := range d.Picks {
+		out.Picks = append(out.Picks, web.ChoicePick{ChunkType: p.Type, Provider: p.Provider, ByModel: p.ByModel})
+	}
+	for _, r := range d.Rejected {
+		out.Rejected = append(out.Rejected, r.Entry+": "+r.Reason)
+	}
+	return out
+}
+
+var _ web.IntentSetter = (*Consumer)(nil)
+
+// SetIntent writes the intent into the agent's ConsumerPolicy (checked
+// with the selector's rule first) and asks for a heartbeat, which reads it.
+func (c *Consumer) SetIntent(ctx context.Context, intent string) error {
+	if err := choice.CheckIntent(intent); err != nil {
+		return web.Classify(web.ErrInvalid, err)
+	}
+	return c.updatePolicy(ctx, func(s *fav1alpha1.ConsumerPolicySpec) { s.Intent = intent })
 }
 
 // reservations reads the reservations behind the virtual nodes and the live

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"strings"
 	"time"
 
 	"context"
@@ -21,6 +22,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
@@ -101,7 +103,12 @@ type consumerAgent struct {
 	locSet   bool
 	err      error // Reserve's answer
 	sig      signal.Signal
+	intent   string
+	log      []choice.Decision
 }
+
+func (a *consumerAgent) Intent() string               { return a.intent }
+func (a *consumerAgent) Decisions() []choice.Decision { return a.log }
 
 func (a *consumerAgent) Policy(ctx context.Context) (*api.Placement, error) {
 	if a.cl == nil {
@@ -227,6 +234,32 @@ func TestConsumer(t *testing.T) {
 	}
 	if _, err := c.CreateReservation(ctx, web.ReservationSpec{}); err == nil {
 		t.Error("a reservation without a provider was accepted")
+	}
+
+	// The intent goes into the policy in force, beside its placement; a
+	// bad one is refused before anything is written.
+	if err := c.SetIntent(ctx, "the greenest, please"); err != nil {
+		t.Fatal(err)
+	}
+	_ = cl.Get(ctx, client.ObjectKey{Namespace: "fa", Name: "aaa"}, &cp)
+	if cp.Spec.Intent != "the greenest, please" || cp.Spec.Placement.Type != fav1alpha1.PlacementStrategy(api.PlacementLatency) {
+		t.Errorf("policy after SetIntent = %+v", cp.Spec)
+	}
+	if err := c.SetIntent(ctx, strings.Repeat("x", choice.MaxIntentLength+1)); !errors.Is(err, web.ErrInvalid) {
+		t.Errorf("a 1001-byte intent: %v, want ErrInvalid", err)
+	}
+	// The Choice audit log reaches the console, the picks and rejections
+	// spelled out.
+	l.intent = "the greenest, please"
+	l.log = []choice.Decision{{Fallback: true, Why: "no model endpoint is configured",
+		Picks: []choice.Pick{{Type: api.ChunkStandard, Provider: "sydney"}}, Rejected: []choice.Rejection{{Entry: "x", Reason: choice.RejectUnknown}}}}
+	st, err = c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Intent != l.intent || len(st.Decisions) != 1 || !st.Decisions[0].Fallback || st.Decisions[0].Picks[0].Provider != "sydney" ||
+		st.Decisions[0].Rejected[0] != "x: not in the broker's list" {
+		t.Errorf("status intent %q decisions %+v", st.Intent, st.Decisions)
 	}
 }
 

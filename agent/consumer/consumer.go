@@ -28,6 +28,7 @@ import (
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
 	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
@@ -99,6 +100,16 @@ type Config struct {
 	// loopback names and the IP it was called on (e.g. a Service name when
 	// it listens beyond loopback).
 	LocalAPIHosts []string
+	// Model is the model endpoint the Choice policy asks by default (the
+	// agent's --model-* flags); the ConsumerPolicy's spec.model overrides
+	// each field it sets. No URL: Choice uses its fallback.
+	Model choice.Endpoint
+	// ModelHTTP sends the model calls (default: an http.Client; each call
+	// has the endpoint's timeout).
+	ModelHTTP choice.Doer
+	// ChoiceAuditSize and ChoiceMaxCandidates bound the Choice selector
+	// (0: choice.DefaultAuditSize, choice.DefaultMaxCandidates).
+	ChoiceAuditSize, ChoiceMaxCandidates int
 }
 
 // Agent is the consumer agent.
@@ -136,6 +147,12 @@ type Agent struct {
 	beatStreak, buildStreak, projStreak *health.Streak
 	// policyErr is why the ConsumerPolicy is not sent ("" when it is).
 	policyErr string
+
+	// choice is the Choice policy's selector; choiceIn its inputs from
+	// the ConsumerPolicy; choiceAt the time of the last fresh decision.
+	choice   *choice.Selector
+	choiceIn choiceSettings
+	choiceAt time.Time
 
 	reserveToPeer prometheus.Histogram
 	// changes signals the console after every change it shows (Subscribe).
@@ -196,6 +213,14 @@ func New(cfg Config) (*Agent, error) {
 			}
 		}
 	}
+	var err error
+	if a.choice, err = choice.New(choice.Config{
+		HTTP: cfg.ModelHTTP, Clock: cfg.Clock, Logger: a.log, Registerer: cfg.Registerer,
+		AuditSize: cfg.ChoiceAuditSize, MaxCandidates: cfg.ChoiceMaxCandidates,
+	}); err != nil {
+		return nil, err
+	}
+	a.choiceIn = choiceSettings{ep: cfg.Model, err: cfg.Model.Validate()}
 	a.beatStreak = cfg.Tracker.NewStreak("Heartbeat", a.log, cfg.Clock, false)
 	a.buildStreak = cfg.Tracker.NewStreak("Building the heartbeat (reading ConsumerPolicies)", a.log, cfg.Clock, true)
 	a.projStreak = cfg.Tracker.NewStreak("Projecting virtual nodes (Kubernetes API)", a.log, cfg.Clock, true)
@@ -229,7 +254,6 @@ func New(cfg Config) (*Agent, error) {
 			}
 		},
 	}
-	var err error
 	if a.loop, err = brokerclient.NewLoop(lc); err != nil {
 		return nil, err
 	}
@@ -416,6 +440,7 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 	if err != nil {
 		return req, err
 	}
+	a.noteChoice(ctx, spec)
 	// A policy the broker refuses (a ConsumerPolicy written before the CRD
 	// had its bounds) must not stop the heartbeats that renew the leases:
 	// the refused part is left out (the broker's default applies) and the
@@ -459,8 +484,9 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 		for k, v := range a.rtts {
 			req.MeasuredLatencies[k] = v
 		}
-		req.ChosenProvider = a.chosen
 	}
+	// The pick of the Latency re-mask or of the Choice selector.
+	req.ChosenProvider = a.chosen
 	a.mu.Unlock()
 	return req, nil
 }

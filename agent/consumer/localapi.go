@@ -81,13 +81,17 @@ func (a *Agent) getNodeGroups(w http.ResponseWriter, r *http.Request) {
 
 // NodeGroups is the node-group view the local API serves: the broker's,
 // masked by the consumer's policy, re-masked by measured RTTs under the
-// Latency policy. The consumer console reads it in process.
+// Latency policy and by the Choice selector under Choice. The consumer
+// console reads it in process.
 func (a *Agent) NodeGroups(ctx context.Context) (api.NodeGroupListResponse, error) {
 	view, err := a.cfg.Broker.NodeGroups(ctx)
 	if err != nil {
 		return view, err
 	}
-	if view.LatencyShortlist && a.cfg.Prober != nil {
+	switch {
+	case view.AppliedPlacement == api.PlacementChoice:
+		a.choose(ctx, &view)
+	case view.LatencyShortlist && a.cfg.Prober != nil:
 		a.remask(ctx, &view)
 	}
 	return view, nil

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,7 +57,9 @@ func (s *stubBroker) Heartbeat(context.Context, api.HeartbeatRequest) (api.Heart
 	return api.HeartbeatResponse{}, nil
 }
 func (s *stubBroker) NodeGroups(context.Context) (api.NodeGroupListResponse, error) {
-	return s.view, s.viewErr
+	v := s.view // a fresh copy per call, as decoding the broker's answer gives
+	v.NodeGroups = slices.Clone(v.NodeGroups)
+	return v, s.viewErr
 }
 func (s *stubBroker) Reserve(_ context.Context, id string, req api.ReservationRequest) (api.ReservationResponse, int, error) {
 	s.mu.Lock()

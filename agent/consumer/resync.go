@@ -96,6 +96,37 @@ func (a *Agent) RequestResync() {
 // mask every other growable view (maxSize = currentReserved). With no
 // candidate or no answer the broker's view is left as is.
 func (a *Agent) remask(ctx context.Context, view *api.NodeGroupListResponse) {
+	best := ""
+	bestRTT := math.Inf(1)
+	rtts, measuredChanged := a.measure(ctx, view)
+	for p, rtt := range rtts {
+		if rtt < bestRTT || rtt == bestRTT && p < best {
+			best, bestRTT = p, rtt
+		}
+	}
+	if best == "" {
+		return
+	}
+	a.mu.Lock()
+	changed := a.chosen != best || measuredChanged
+	a.chosen = best
+	a.mu.Unlock()
+	if changed {
+		a.BeatNow()
+	}
+	for i := range view.NodeGroups {
+		g := &view.NodeGroups[i]
+		if g.ProviderClusterID != best && g.MaxSize > g.CurrentReserved {
+			g.MaxSize = g.CurrentReserved
+		}
+	}
+}
+
+// measure probes the probe endpoints of the view's groups with room and
+// returns the RTTs in ms by provider (nil when nothing was measured),
+// which the heartbeats then report, and whether the set of measured
+// providers changed.
+func (a *Agent) measure(ctx context.Context, view *api.NodeGroupListResponse) (map[string]float64, bool) {
 	byEndpoint := map[string]string{}
 	var eps []string
 	for _, g := range view.NodeGroups {
@@ -107,32 +138,19 @@ func (a *Agent) remask(ctx context.Context, view *api.NodeGroupListResponse) {
 		}
 	}
 	if len(eps) == 0 {
-		return
+		return nil, false
 	}
 	rtts := a.cfg.Prober.Measure(ctx, eps)
-	best, bestRTT := "", math.Inf(1)
+	if len(rtts) == 0 {
+		return nil, false
+	}
 	byProvider := map[string]float64{}
 	for ep, rtt := range rtts {
-		p := byEndpoint[ep]
-		byProvider[p] = rtt
-		if rtt < bestRTT || rtt == bestRTT && p < best {
-			best, bestRTT = p, rtt
-		}
-	}
-	if best == "" {
-		return
+		byProvider[byEndpoint[ep]] = rtt
 	}
 	a.mu.Lock()
-	changed := a.chosen != best || len(a.rtts) != len(byProvider)
-	a.rtts, a.chosen = byProvider, best
+	changed := len(a.rtts) != len(byProvider)
+	a.rtts = byProvider
 	a.mu.Unlock()
-	if changed {
-		a.BeatNow()
-	}
-	for i := range view.NodeGroups {
-		g := &view.NodeGroups[i]
-		if g.ProviderClusterID != best && g.MaxSize > g.CurrentReserved {
-			g.MaxSize = g.CurrentReserved
-		}
-	}
+	return byProvider, changed
 }

@@ -47,6 +47,14 @@ func (b *workloadConsumer) SetLocation(ctx context.Context, loc *api.Topology) e
 	return b.save(ctx)
 }
 
+// SetIntent applies and saves the intent.
+func (b *workloadConsumer) SetIntent(ctx context.Context, intent string) error {
+	if err := b.Consumer.SetIntent(ctx, intent); err != nil {
+		return err
+	}
+	return b.save(ctx)
+}
+
 func (b *workloadConsumer) save(ctx context.Context) error {
 	var list fav1alpha1.ConsumerPolicyList
 	if err := b.Client.List(ctx, &list, client.InNamespace(b.Namespace)); err != nil {

@@ -45,6 +45,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/agentcmd"
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
@@ -136,7 +137,11 @@ type Options struct {
 	// Workload starts with the demo workload switched on (the consumer
 	// console switches it later either way).
 	Workload bool
-	Logger   *slog.Logger
+	// Model is the consumer's model endpoint for the Choice policy (the
+	// demo's --model-url, --model-api, --model-name); without a URL,
+	// Choice shows its fallback.
+	Model  choice.Endpoint
+	Logger *slog.Logger
 	// Progress, when set, receives one short line per start-up step.
 	Progress func(string)
 }
@@ -733,6 +738,7 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, w *world) (*C
 	}
 	d := f.agentDeps(o, w, b, c, log)
 	d.AdvertisedIP, d.LocalAPIListen = address, o.addr(5)
+	d.Model = o.Model
 	if !o.NoConsoles {
 		d.ConsoleListen = o.addr(4)
 		d.Console.Consumer = func(cc *console.Consumer) web.ConsumerBackend {
@@ -812,7 +818,7 @@ func (f *Federation) startAutoscaling(ctx context.Context, o Options, cons *Cons
 // in an earlier run into the fresh simulated cluster, before the consumer
 // agent's first heartbeat (Assemble installed the CRDs and the namespace).
 func (f *Federation) restorePolicy(ctx context.Context, c *cluster.Cluster, saved consumerSettings) error {
-	if saved.Policy.Placement.Type == "" && saved.Policy.Placement.Weights == nil && saved.Policy.Location == nil {
+	if saved.Policy.Placement.Type == "" && saved.Policy.Placement.Weights == nil && saved.Policy.Location == nil && saved.Policy.Intent == "" && saved.Policy.Model == nil {
 		return nil
 	}
 	scheme, err := agentcmd.Scheme()

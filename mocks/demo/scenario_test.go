@@ -319,12 +319,23 @@ func startFederation(t *testing.T) *demo.Federation {
 	tokyo := demo.DefaultProviders(6)[5]
 	tokyo.CPUPrice, tokyo.MemoryPrice, tokyo.DeniedConsumers = "0.001", "0.0001", []string{demo.ConsumerID}
 	provs = append(provs, tokyo)
-	ctx, cancel := context.WithCancel(context.Background())
-	fed, err := demo.Start(ctx, demo.Options{
+	return startDemo(t, provs, nil)
+}
+
+// startDemo starts a scenario federation of provs (tune, when set, adjusts
+// the options) and stops it when the test ends.
+func startDemo(t *testing.T, provs []demo.ProviderSpec, tune func(*demo.Options)) *demo.Federation {
+	t.Helper()
+	o := demo.Options{
 		DataDir: t.TempDir(), Providers: provs, PeeringDelay: 0, ScanInterval: time.Second,
 		ScaleDownUnneededTime: 2 * time.Second, ProviderStaleAfter: 15 * time.Second, AdvertiseInterval: time.Second,
 		Logger: testLogger(),
-	})
+	}
+	if tune != nil {
+		tune(&o)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	fed, err := demo.Start(ctx, o)
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
 )
@@ -60,6 +61,9 @@ addresses it prints), whatever the --log-level default below says; pass
 			if providers < 1 || providers > demo.MaxProviders() {
 				return fmt.Errorf("--providers %d: use 1 to %d", providers, demo.MaxProviders())
 			}
+			if err := o.Model.Validate(); err != nil {
+				return fmt.Errorf("--model-*: %w", err)
+			}
 			o.Providers = demo.DefaultProviders(providers)
 			o.Logger = log
 			out := cmd.OutOrStdout()
@@ -77,6 +81,10 @@ addresses it prints), whatever the --log-level default below says; pass
 	f.DurationVar(&o.PeeringDelay, "peering-delay", 2*time.Second, "simulated Liqo: delay before a borrowed virtual node becomes Ready")
 	f.DurationVar(&o.ScanInterval, "scan-interval", 2*time.Second, "the autoscaler's scan interval")
 	f.BoolVar(&o.Workload, "workload", false, "start with the demo workload switched on (6 pods of 1 CPU / 1 GiB; the consumer console switches it)")
+	f.StringVar(&o.Model.URL, "model-url", "", "base URL of a model endpoint for the Choice policy, e.g. http://127.0.0.1:11434 (Ollama); empty: Choice shows its Weighted fallback")
+	f.StringVar((*string)(&o.Model.API), "model-api", string(choice.APIOllama), "protocol of --model-url: Ollama or OpenAI (/v1/chat/completions)")
+	f.StringVar(&o.Model.Model, "model-name", "llama3.2:3b", "model --model-url serves")
+	f.DurationVar(&o.Model.Timeout, "model-timeout", choice.DefaultTimeout, "longest wait for one model answer; a slower answer falls back")
 	f.DurationVar(&o.ScaleDownUnneededTime, "scale-down-unneeded-time", 10*time.Second, "a borrowed node idle this long is given back")
 	return cmd
 }

@@ -64,6 +64,14 @@ const (
 	PlacementEco      PlacementType = "Eco"
 	PlacementLatency  PlacementType = "Latency"
 	PlacementWeighted PlacementType = "Weighted" // extension
+	// PlacementChoice lists every provider the consumer may borrow from
+	// with room, each scored as under Weighted, and leaves the choice to
+	// the consumer agent (a local model ranks them against the consumer's
+	// intent; docs/placement.md). Extension.
+	PlacementChoice PlacementType = "Choice"
+	// PlacementConsumerChoice is the reference's spelling of Choice,
+	// accepted and applied (and reported) as Choice.
+	PlacementConsumerChoice PlacementType = "ConsumerChoice"
 )
 
 // Role is what a member cluster does in the federation; it is recorded in
@@ -320,6 +328,12 @@ type NodeGroupView struct {
 	HasMetric       bool              `json:"hasMetric,omitempty"`
 	Labels          map[string]string `json:"labels,omitempty"`
 	Taints          []corev1.Taint    `json:"taints,omitempty"`
+	// CarbonIntensity is the provider's weighted carbon intensity in
+	// gCO2eq/kWh (the Eco metric) and Renewable its renewable flag, sent
+	// only under the Choice policy, whose consumer ranks the providers
+	// itself (extension).
+	CarbonIntensity *float64 `json:"carbonIntensity,omitempty"`
+	Renewable       bool     `json:"renewable,omitempty"`
 }
 
 // NodeGroupListResponse answers GET /api/v1/nodegroups.

@@ -199,3 +199,14 @@ func BenchmarkReevaluate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkViewChoice: the Choice view lists every provider with room for
+// the consumer (O(open providers)), each scored; 50 consumers on Choice.
+func BenchmarkViewChoice(b *testing.B) {
+	for _, n := range []int{100, 1000, 10000} {
+		b.Run(fmt.Sprintf("providers=%d", n), func(b *testing.B) {
+			ix, consumers := benchFederation(b, n, api.PlacementChoice)
+			benchViews(b, ix, consumers)
+		})
+	}
+}

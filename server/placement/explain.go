@@ -58,7 +58,7 @@ func (ix *Index) Explain(consumerID string, override *api.Placement) api.Placeme
 		GeneratedAt:       metav1.NewTime(ix.now()),
 	}
 	out.Metric, out.HigherIsBetter = v.explainMetric()
-	if v.policy == api.PlacementWeighted {
+	if v.scored() {
 		w := v.weights
 		out.Weights = &w
 	}
@@ -106,7 +106,7 @@ func (v *viewCtx) explainType(ti int, ids []string) (api.ChunkTypeExplanation, b
 	}
 	slices.SortStableFunc(rest, func(a, b *provState) int { return cmp.Compare(v.ix.standardKey(a, ti), v.ix.standardKey(b, ti)) })
 	eligible = append(eligible, rest...)
-	if v.policy == api.PlacementWeighted {
+	if v.scored() {
 		n := v.weighted[ti]
 		slices.SortStableFunc(eligible, func(a, b *provState) int {
 			if c := cmp.Compare(n.score(v, a, ti), n.score(v, b, ti)); c != 0 {
@@ -183,7 +183,7 @@ func (v *viewCtx) explainMetric() (m api.ExplainMetric, higherIsBetter bool) {
 		return api.MetricCarbon, false
 	case v.policy == api.PlacementLatency && v.located:
 		return api.MetricDistance, false
-	case v.policy == api.PlacementWeighted:
+	case v.scored():
 		return api.MetricWeightedScore, false
 	}
 	return api.MetricStandardScore, true

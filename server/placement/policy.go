@@ -45,12 +45,15 @@ func Quota(s *api.Sharing) int32 {
 // NormalizePolicy returns the policy the broker applies for a heartbeated
 // placement type and whether the name was known. The empty type is the
 // default, Standard (known); an unknown name is applied as Standard and
-// reported as unknown so the caller can warn.
+// reported as unknown so the caller can warn. The reference's
+// ConsumerChoice is applied as Choice.
 func NormalizePolicy(t api.PlacementType) (applied api.PlacementType, known bool) {
 	switch t {
 	case "":
 		return api.PlacementStandard, true
-	case api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted:
+	case api.PlacementConsumerChoice:
+		return api.PlacementChoice, true
+	case api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted, api.PlacementChoice:
 		return t, true
 	}
 	return api.PlacementStandard, false

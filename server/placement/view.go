@@ -137,10 +137,16 @@ func (ix *Index) newViewCtx(consumerID string, override *api.Placement, ex *expl
 	if c.Latitude != nil && c.Longitude != nil && validCoord(*c.Latitude, *c.Longitude) {
 		v.located, v.clat, v.clon = true, *c.Latitude, *c.Longitude
 	}
-	if v.policy == api.PlacementWeighted {
+	if v.scored() {
 		v.weights = normWeights(c.Placement.Weights)
 	}
 	return v
+}
+
+// scored reports whether the policy stamps the Weighted score: Weighted,
+// and Choice (whose consumer falls back to the Weighted order).
+func (v *viewCtx) scored() bool {
+	return v.policy == api.PlacementWeighted || v.policy == api.PlacementChoice
 }
 
 // decide runs the consumer's policy for every chunk type: it fills
@@ -152,6 +158,8 @@ func (v *viewCtx) decide() {
 			v.latency(ti)
 		case v.policy == api.PlacementWeighted:
 			v.weightedPick(ti)
+		case v.policy == api.PlacementChoice:
+			v.choice(ti)
 		default:
 			v.ranked(ti)
 		}
@@ -186,6 +194,13 @@ func (v *viewCtx) group(ps *provState, k groupKey) api.NodeGroupView {
 	if m, ok := v.metricOf(ps, k.t); ok {
 		g.PlacementMetric, g.HasMetric = &m, true
 	}
+	if v.policy == api.PlacementChoice {
+		if ps.hasCarbon {
+			c := ps.carbon
+			g.CarbonIntensity = &c
+		}
+		g.Renewable = ps.p.Renewable
+	}
 	return g
 }
 
@@ -201,7 +216,7 @@ func (v *viewCtx) metricOf(ps *provState, ti int) (float64, bool) {
 		if v.located && ps.hasCoords {
 			return DistanceKM(v.clat, v.clon, ps.lat, ps.lon), true
 		}
-	case api.PlacementWeighted:
+	case api.PlacementWeighted, api.PlacementChoice:
 		if n := v.weighted[ti]; n != nil {
 			return n.score(v, ps, ti), true
 		}
@@ -336,6 +351,50 @@ func (v *viewCtx) ranked(ti int) {
 	}
 	if winner != nil {
 		v.growable[groupKey{winner.p.ID, ti}] = struct{}{}
+	}
+}
+
+// ChoiceListSize is how many providers per chunk type a Choice view makes
+// growable at most: the best by the Weighted score (ties by id). The
+// consumer agent shows its model at most 32 (--choice-max-candidates,
+// at most 256), so a longer list would only cost the broker and the wire.
+const ChoiceListSize = 256
+
+// choice makes the providers of chunk type ti with head-room for this
+// consumer growable (the Choice policy: the consumer agent picks one), at
+// most ChoiceListSize of them, the best by the Weighted score, and keeps
+// the Weighted normalisation over all of them, so each listed group
+// carries its Weighted score, the consumer's deterministic fallback.
+// Nothing blocks: the agent walks its own ranking. It reads and scores
+// every open provider of the type (O(open providers)); with an explainer
+// it records them in the Standard order.
+func (v *viewCtx) choice(ti int) {
+	n := v.weightedBounds(ti)
+	v.weighted[ti] = n
+	type scored struct {
+		ps *provState
+		s  float64
+	}
+	var cands []scored
+	v.ix.trees[ti].std.Ascend(func(it rankItem) bool {
+		ps := v.ix.providers[it.id]
+		v.ex.meet(ti, ps)
+		if v.classify(ps, ti) == usable {
+			cands = append(cands, scored{ps, n.score(v, ps, ti)})
+		}
+		return true
+	})
+	if len(cands) > ChoiceListSize {
+		slices.SortFunc(cands, func(a, b scored) int {
+			if c := cmp.Compare(a.s, b.s); c != 0 {
+				return c
+			}
+			return strings.Compare(a.ps.p.ID, b.ps.p.ID)
+		})
+		cands = cands[:ChoiceListSize]
+	}
+	for _, c := range cands {
+		v.growable[groupKey{c.ps.p.ID, ti}] = struct{}{}
 	}
 }
 
@@ -537,6 +596,19 @@ func generation(r *api.NodeGroupListResponse) int64 {
 			h.num(math.Float64bits(*g.PlacementMetric))
 		} else {
 			h.num(1<<64 - 1)
+		}
+		if g.CarbonIntensity != nil || g.Renewable { // Choice only: other views hash as before
+			var flags uint64 = 1
+			if g.Renewable {
+				flags = 2
+			}
+			h.str("carbon")
+			h.num(flags)
+			if g.CarbonIntensity != nil {
+				h.num(math.Float64bits(*g.CarbonIntensity))
+			} else {
+				h.str("-")
+			}
 		}
 		if t := g.Topology; t != nil {
 			h.str(t.Zone)

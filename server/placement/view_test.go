@@ -349,6 +349,40 @@ func TestViewPolicies(t *testing.T) {
 			want:      "ng-p-standard 4/0 m=2.0000",
 			applied:   api.PlacementWeighted,
 		},
+		// Choice: every provider with head-room is growable, each with
+		// its Weighted score (same numbers as "weighted picks the lowest
+		// weighted score": y has 2 of 4 free).
+		{
+			name: "choice lists every provider with room, scored",
+			providers: []Provider{
+				prov("x", 4, cheap, carbonNow(300)), prov("y", 4, mid, carbonNow(50)), prov("z", 4, carbonNow(10)),
+			},
+			consumer: consumer(c1, api.PlacementChoice, weights(api.Weights{Price: 2, Carbon: 1, FreeCapacity: 1})),
+			usage:    []usageSet{{"y", api.ChunkStandard, c2, Usage{Live: 2}}},
+			want:     "ng-x-standard 4/0 m=1.0000; ng-y-standard 2/0 m=3.1379; ng-z-standard 4/0 m=2.0000",
+			applied:  api.PlacementChoice,
+		},
+		// The reference's spelling is applied as Choice. A full provider
+		// (another consumer holds it), a denying one and a stale one are
+		// left out; the consumer's own full group stays listed, masked,
+		// and its in-flight peering does not block the others. Equal
+		// weights; price, carbon and distance are missing everywhere (1
+		// each); 1 − free: a 0 (the only candidate), own and q 1 → 3, 4, 4.
+		{
+			name: "consumerChoice filters by sharing, room and availability",
+			providers: []Provider{
+				prov("a", 2), prov("b", 2), prov("den", 2, sharing(api.Sharing{DeniedConsumers: []string{c1}})),
+				prov("old", 2, unavailable), prov("own", 2), prov("q", 4, sharing(api.Sharing{MaxChunksPerConsumer: 1})),
+			},
+			consumer: consumer(c1, api.PlacementConsumerChoice),
+			usage: []usageSet{
+				{"b", api.ChunkStandard, c2, Usage{Live: 2}},
+				{"own", api.ChunkStandard, c1, Usage{Live: 2, InFlight: 2}},
+				{"q", api.ChunkStandard, c1, Usage{Live: 1}},
+			},
+			want:    "ng-a-standard 2/0 m=3.0000; ng-own-standard 2/2 m=4.0000; ng-q-standard 1/1 m=4.0000",
+			applied: api.PlacementChoice,
+		},
 		// Sharing.
 		{
 			name:      "denied providers never appear, even with all",

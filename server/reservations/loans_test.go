@@ -140,8 +140,13 @@ func TestOverviewChosenProvider(t *testing.T) {
 		{"standard", api.PlacementStandard, "", false, "p1"},
 		// Price: the cheaper p2, whatever the heartbeat last said.
 		{"price, stale report", api.PlacementPrice, "p1", false, "p2"},
+		// Choice: both growable; the consumer agent's pick (p2, not the
+		// first by id) is the one shown.
+		{"choice, the consumer's pick", api.PlacementChoice, "p2", false, "p2"},
 		// p2 full: the view spills to p1.
 		{"price, cheapest full", api.PlacementPrice, "p2", true, "p1"},
+		// Choice with the pick full: the pick is stale, ignored.
+		{"choice, a pick without room", api.PlacementConsumerChoice, "p2", false, "p1"},
 	}
 	for _, tc := range cases {
 		hb("c1", tc.policy, tc.reported)

@@ -130,9 +130,10 @@ func (s *Service) overviewConsumersLocked() ([]api.OverviewConsumer, []string) {
 // groups come from, so the dashboard and the Cluster Autoscaler see one
 // decision), the standard chunk type first. Under a Latency shortlist the
 // consumer re-masks the shortlist by measured RTT, so its own pick
-// (reported, from its heartbeat) counts when it is on the shortlist; a
-// pick that is not growable now (a stale choice) is ignored. "" when no
-// group is growable.
+// (reported, from its heartbeat) counts when it is on the shortlist; so
+// does the consumer's pick under Choice, where every provider with room is
+// growable and the consumer agent chooses. A pick that is not growable now
+// (a stale choice) is ignored. "" when no group is growable.
 func (s *Service) chosenProvider(id, reported string) string {
 	v := s.idx.View(id, false)
 	first, firstStd := "", ""
@@ -140,7 +141,7 @@ func (s *Service) chosenProvider(id, reported string) string {
 		if g.MaxSize <= g.CurrentReserved {
 			continue
 		}
-		if v.LatencyShortlist && g.ProviderClusterID == reported {
+		if (v.LatencyShortlist || v.AppliedPlacement == api.PlacementChoice) && g.ProviderClusterID == reported {
 			return reported
 		}
 		if first == "" {

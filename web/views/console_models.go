@@ -81,7 +81,9 @@ type ConsumerConsole struct {
 	Status ConsumerStatus
 	Policy PolicyForm
 	// Location is the location picker (nil: none).
-	Location  *LocationForm
+	Location *LocationForm
+	// Intent is the intent box (nil: the backend cannot set it).
+	Intent    *IntentForm
 	Workload  *WorkloadForm
 	Reserve   ReserveForm
 	Errors    FieldErrors
@@ -107,6 +109,35 @@ type ConsumerStatus struct {
 	// could not be read.
 	Unfit      []UnfitRow
 	UnfitError string
+	// Choice is the Choice policy's decisions panel (nil: not shown).
+	Choice *ChoicePanel
+}
+
+// ChoicePanel shows the Choice selector's current choice and its audit log.
+type ChoicePanel struct {
+	Intent string
+	// Current is the chosen provider per chunk type ("zurich (standard)");
+	// Source says whether the model or the fallback chose it.
+	Current     string
+	Source      string
+	SourceClass string
+	// Account is the model's own reason for its ranking; Why why the
+	// fallback applies.
+	Account string
+	Why     string
+	Rows    []DecisionRow
+}
+
+// DecisionRow is one entry of the Choice audit log.
+type DecisionRow struct {
+	At, Source, SourceClass, Picks, Note, Latency string
+	Model, Prompt, Raw, Ranking, Rejected         string
+}
+
+// IntentForm is the consumer's intent box (Choice policy).
+type IntentForm struct {
+	Value string
+	Max   int
 }
 
 // UnfitRow is a pending pod no node group can fit.

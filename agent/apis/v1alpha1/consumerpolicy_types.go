@@ -3,17 +3,19 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // PlacementStrategy is how the broker ranks providers for a consumer.
-// +kubebuilder:validation:Enum=Standard;Price;Eco;Latency;Weighted
+// +kubebuilder:validation:Enum=Standard;Price;Eco;Latency;Weighted;Choice;ConsumerChoice
 type PlacementStrategy string
 
-// Placement strategies. Weighted is this project's extension of the
-// reference's four.
+// Placement strategies. Weighted and Choice are this project's extensions
+// of the reference's four; ConsumerChoice is the reference's later
+// spelling of Choice, accepted and applied as Choice.
 const (
 	PlacementStandard PlacementStrategy = "Standard"
 	PlacementPrice    PlacementStrategy = "Price"
 	PlacementEco      PlacementStrategy = "Eco"
 	PlacementLatency  PlacementStrategy = "Latency"
 	PlacementWeighted PlacementStrategy = "Weighted"
+	PlacementChoice   PlacementStrategy = "Choice"
 )
 
 // PlacementWeights are the Weighted strategy's relative metric weights. Each
@@ -50,7 +52,8 @@ type Placement struct {
 	// Type is the strategy the broker applies.
 	// +optional
 	Type PlacementStrategy `json:"type,omitempty"`
-	// Weights is read only when Type is Weighted.
+	// Weights is read when Type is Weighted, and under Choice as the
+	// fallback's weights.
 	// +optional
 	Weights *PlacementWeights `json:"weights,omitempty"`
 }
@@ -75,6 +78,51 @@ type Location struct {
 	Longitude float64 `json:"longitude"`
 }
 
+// ModelAPI is the protocol of a model endpoint.
+// +kubebuilder:validation:Enum=Ollama;OpenAI
+type ModelAPI string
+
+// SecretKeyRef names one key of a Secret in the ConsumerPolicy's namespace.
+type SecretKeyRef struct {
+	// Name is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Key is the data key (default "apiKey").
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Key string `json:"key,omitempty"`
+}
+
+// ModelSettings is the model endpoint the consumer agent asks under the
+// Choice policy. Fields left out take the agent's flags (--model-*).
+type ModelSettings struct {
+	// API is Ollama (POST /api/generate, JSON mode) or OpenAI (the
+	// OpenAI-compatible POST /v1/chat/completions of llama.cpp server,
+	// vLLM, LM Studio).
+	// +optional
+	API ModelAPI `json:"api,omitempty"`
+	// URL is the endpoint's base URL, e.g. http://127.0.0.1:11434 (the
+	// API's path is appended).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://`
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Name is the model, e.g. llama3.2:3b.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Name string `json:"name,omitempty"`
+	// TimeoutSeconds bounds one model call; a slower answer falls back.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=120
+	// +optional
+	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
+	// APIKeySecretRef names the Secret key holding the endpoint's API key
+	// (sent as a Bearer token; never logged or shown).
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+}
+
 // ConsumerPolicySpec is a consumer's placement policy.
 type ConsumerPolicySpec struct {
 	// Placement is sent in every heartbeat.
@@ -89,6 +137,15 @@ type ConsumerPolicySpec struct {
 	// time (sent in every heartbeat).
 	// +optional
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+	// Intent is what the consumer wants, in plain words ("prioritise the
+	// greenest provider; latency is secondary"). Under the Choice policy
+	// a local model ranks the providers against it.
+	// +kubebuilder:validation:MaxLength=1000
+	// +optional
+	Intent string `json:"intent,omitempty"`
+	// Model is the model endpoint for Choice (default: the agent's flags).
+	// +optional
+	Model *ModelSettings `json:"model,omitempty"`
 }
 
 // Lifecycle is what the broker does with a consumer's borrowed capacity
@@ -141,6 +198,7 @@ type Thresholds struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=cpolicy,categories=federation-autoscaler
 // +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.spec.placement.type`
+// +kubebuilder:printcolumn:name="Intent",type=string,JSONPath=`.spec.intent`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ConsumerPolicy struct {
 	metav1.TypeMeta   `json:",inline"`
