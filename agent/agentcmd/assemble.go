@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +49,8 @@ type Deps struct {
 	// Bundle is the cluster's join bundle: its id, its role (checked
 	// against the role assembled), its client certificate and the broker.
 	Bundle *pki.Bundle
-	// BrokerURL overrides the bundle's broker URL ("" keeps it).
+	// BrokerURL overrides the bundle's broker URLs ("" keeps them): one URL
+	// or a comma-separated list of an HA broker's replicas.
 	BrokerURL string
 	// LiqoClusterID is the cluster's Liqo cluster id (default: the
 	// bundle's cluster id).
@@ -141,7 +143,8 @@ type Addrs struct {
 type Agent struct {
 	Role      api.Role
 	ClusterID string
-	// BrokerURL is the broker it dials.
+	// BrokerURL is the broker it dials (a comma-separated list for the
+	// replicas of an HA broker).
 	BrokerURL string
 	Addrs     Addrs
 	// Provider or Consumer is the agent (the other is nil).
@@ -207,7 +210,7 @@ func (d *Deps) check(role api.Role) error {
 		return errors.New("assembling an agent: its console needs a login token verifier")
 	}
 	if d.BrokerURL == "" {
-		d.BrokerURL = d.Bundle.BrokerURL
+		d.BrokerURL = strings.Join(d.Bundle.BrokerURLs(), ",")
 	}
 	if d.LiqoClusterID == "" {
 		d.LiqoClusterID = d.Bundle.ClusterID
@@ -344,10 +347,15 @@ func (as *assembly) plumbing() error {
 	if err != nil {
 		return fmt.Errorf("join bundle of %s: %w", d.Bundle.ClusterID, err)
 	}
+	urls, err := pki.ParseBrokerURLs(d.BrokerURL)
+	if err != nil {
+		return fmt.Errorf("broker URLs of %s: %w", d.Bundle.ClusterID, err)
+	}
 	bc, err := brokerclient.New(brokerclient.Config{
-		BaseURL:    d.BrokerURL,
-		TLS:        tlsCfg,
-		OnResponse: as.tracker.BrokerReached,
+		BaseURL:       urls[0],
+		AlternateURLs: urls[1:],
+		TLS:           tlsCfg,
+		OnResponse:    as.tracker.BrokerReached,
 		Observe: func(route string, status int, dur time.Duration) {
 			as.metrics.BrokerCalls.WithLabelValues(route, strconv.Itoa(status)).Observe(dur.Seconds())
 		},
