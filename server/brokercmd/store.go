@@ -43,7 +43,8 @@ const DefaultNamespace = "federation-autoscaler"
 // StoreOptions choose and configure the store (--store and the Kubernetes
 // store's flags).
 type StoreOptions struct {
-	// Backend is StoreBolt (the default) or StoreKubernetes.
+	// Backend is StoreBolt or StoreKubernetes; empty is StoreBolt, the
+	// default (the demo and tests that build Options in code leave it).
 	Backend string
 	// Kubeconfig is the Kubernetes store's kubeconfig (empty: in-cluster).
 	Kubeconfig string
@@ -67,7 +68,7 @@ func (so *StoreOptions) addFlags(f *pflag.FlagSet) {
 func (so *StoreOptions) errors(dataDir string) []error {
 	var errs []error
 	switch so.Backend {
-	case StoreBolt:
+	case StoreBolt, "":
 		if dataDir == "" {
 			errs = append(errs, errors.New("--data-dir is required: the directory that holds the broker's database"))
 		}
