@@ -120,10 +120,13 @@ func (h *haBrokers) stopAll() {
 		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case err := <-exited:
+			if err != nil {
+				h.tb.Errorf("broker replica %s after SIGTERM: %v", r.api, err)
+			}
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
+			h.tb.Errorf("broker replica %s did not stop within 30s of SIGTERM (killed: %v)", r.api, <-exited)
 		}
 		h.mu.Lock()
 		r.cmd = nil
@@ -137,7 +140,7 @@ func (h *haBrokers) killAll() {
 	for _, r := range h.reps {
 		if r.cmd != nil {
 			_ = r.cmd.Process.Kill()
-			<-r.exited
+			h.tb.Logf("broker replica %s stopped at the end: %v", r.api, <-r.exited)
 			r.cmd = nil
 		}
 	}
@@ -178,7 +181,9 @@ func (h *haBrokers) killLeader(f *federation) (time.Duration, error) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return 0, err
 	}
-	<-exited
+	if err := <-exited; err == nil {
+		return 0, fmt.Errorf("leader %s exited cleanly on SIGKILL", l.api)
+	}
 	h.start(l)
 	for time.Since(killed) < 60*time.Second {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
