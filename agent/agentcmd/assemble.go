@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,7 +51,8 @@ type Deps struct {
 	// Bundle is the cluster's join bundle: its id, its role (checked
 	// against the role assembled), its client certificate and the broker.
 	Bundle *pki.Bundle
-	// BrokerURL overrides the bundle's broker URL ("" keeps it).
+	// BrokerURL overrides the bundle's broker URLs ("" keeps them): one URL
+	// or a comma-separated list of an HA broker's replicas.
 	BrokerURL string
 	// LiqoClusterID is what the operator expects the cluster's Liqo id to
 	// be (--liqo-cluster-id; "": no expectation). The agent reads the id
@@ -152,7 +154,8 @@ type Addrs struct {
 type Agent struct {
 	Role      api.Role
 	ClusterID string
-	// BrokerURL is the broker it dials.
+	// BrokerURL is the broker it dials (a comma-separated list for the
+	// replicas of an HA broker).
 	BrokerURL string
 	Addrs     Addrs
 	// Provider or Consumer is the agent (the other is nil).
@@ -218,7 +221,7 @@ func (d *Deps) check(role api.Role) error {
 		return errors.New("assembling an agent: its console needs a login token verifier")
 	}
 	if d.BrokerURL == "" {
-		d.BrokerURL = d.Bundle.BrokerURL
+		d.BrokerURL = strings.Join(d.Bundle.BrokerURLs(), ",")
 	}
 	if d.Clock == nil {
 		d.Clock = clock.RealClock{}
@@ -361,10 +364,15 @@ func (as *assembly) plumbing() error {
 	if err != nil {
 		return fmt.Errorf("join bundle of %s: %w", d.Bundle.ClusterID, err)
 	}
+	urls, err := pki.ParseBrokerURLs(d.BrokerURL)
+	if err != nil {
+		return fmt.Errorf("broker URLs of %s: %w", d.Bundle.ClusterID, err)
+	}
 	bc, err := brokerclient.New(brokerclient.Config{
-		BaseURL:    d.BrokerURL,
-		TLS:        tlsCfg,
-		OnResponse: as.tracker.BrokerReached,
+		BaseURL:       urls[0],
+		AlternateURLs: urls[1:],
+		TLS:           tlsCfg,
+		OnResponse:    as.tracker.BrokerReached,
 		Observe: func(route string, status int, dur time.Duration) {
 			as.metrics.BrokerCalls.WithLabelValues(route, strconv.Itoa(status)).Observe(dur.Seconds())
 		},

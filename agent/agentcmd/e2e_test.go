@@ -94,6 +94,10 @@ type federation struct {
 	broker                           *brokerclient.Client // the consumer's identity, for checks
 	log                              *slog.Logger
 
+	// ha, when set, replaces the in-process broker by replicas of the
+	// binary with --store kubernetes --leader-elect (ha_test.go).
+	ha *haBrokers
+
 	mu      sync.Mutex
 	samples []time.Duration
 }
@@ -111,8 +115,15 @@ func freePort(tb testing.TB) string {
 
 func newFederation(tb testing.TB) *federation {
 	tb.Helper()
+	return buildFederation(tb, nil)
+}
+
+// buildFederation starts the federation; ha non-nil runs the broker as
+// its replicas (the bundles list them all).
+func buildFederation(tb testing.TB, ha *haBrokers) *federation {
+	tb.Helper()
 	f := &federation{tb: tb, env: kubeEnv(tb), pkiDir: tb.TempDir(), dataDir: tb.TempDir(), brokerAddr: freePort(tb),
-		driver: &gatedDriver{started: make(chan string, 16)}}
+		driver: &gatedDriver{started: make(chan string, 16)}, ha: ha}
 	f.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx := context.Background()
 	kube, err := kubernetes.NewForConfig(f.env.Config)
@@ -138,6 +149,9 @@ func newFederation(tb testing.TB) *federation {
 		tb.Fatal(err)
 	}
 	url := "https://" + f.brokerAddr
+	if f.ha != nil {
+		url = f.ha.setup(f)
+	}
 	bundles := map[string]string{}
 	for _, id := range []string{"provider-1", "consumer-1"} {
 		role := api.RoleProvider
@@ -157,7 +171,7 @@ func newFederation(tb testing.TB) *federation {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if f.broker, err = brokerclient.New(brokerclient.Config{BaseURL: url, TLS: tlsCfg}); err != nil {
+	if f.broker, err = brokerclient.New(brokerclient.Config{BaseURL: b.BrokerURL, AlternateURLs: b.AlternateBrokerURLs, TLS: tlsCfg}); err != nil {
 		tb.Fatal(err)
 	}
 	f.startBroker()
@@ -221,6 +235,10 @@ func newFederation(tb testing.TB) *federation {
 }
 
 func (f *federation) startBroker() {
+	if f.ha != nil {
+		f.ha.startAll()
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.brokerStop, f.brokerDone = cancel, make(chan error, 1)
 	o := brokercmd.Options{PKIDir: f.pkiDir, DataDir: f.dataDir, Listen: f.brokerAddr,
@@ -237,6 +255,10 @@ func (f *federation) startBroker() {
 }
 
 func (f *federation) stopBroker() {
+	if f.ha != nil {
+		f.ha.stopAll()
+		return
+	}
 	if f.brokerStop == nil {
 		return
 	}

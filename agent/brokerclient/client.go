@@ -1,7 +1,8 @@
 // Package brokerclient is the agents' client for the Broker API v1: HTTP/1.1
 // over the join bundle's mTLS, per-attempt timeouts, retries with backoff on
 // network errors and 5xx, 429 with Retry-After, request ids reused across the
-// retries of one logical call, typed errors that keep the broker's status,
+// retries of one logical call, failover across the replicas of an HA broker
+// (on a transport failure or a standby's 503), typed errors that keep the broker's status,
 // code and message, and long-poll detection with a fallback to polling. The
 // package also holds the instruction loop both agent roles share.
 package brokerclient
@@ -54,6 +55,11 @@ const (
 type Config struct {
 	// BaseURL is the broker's https URL; any path is ignored.
 	BaseURL string
+	// AlternateURLs are the other replicas of an HA broker (the join
+	// bundle's alternateBrokerURLs). The client sends to one URL at a time
+	// and moves to the next on a transport failure or a 5xx (a standby
+	// answers 503), so it stays with the leader once it found it.
+	AlternateURLs []string
 	// TLS is the client's mTLS configuration (pki.Bundle.ClientTLSConfig).
 	// Ignored when Transport is set.
 	TLS *tls.Config
@@ -87,7 +93,11 @@ type Config struct {
 
 // Client calls the Broker API v1. It is safe for concurrent use.
 type Client struct {
-	base     *url.URL
+	// bases are the broker's URLs, BaseURL first; current indexes the one
+	// calls go to (modulo len(bases)).
+	bases    []*url.URL
+	current  atomic.Uint64
+	serving  atomic.Uint64 // 1 + the index that last served (0: none yet)
 	http     *http.Client
 	cfg      Config
 	longPoll atomic.Bool
@@ -95,14 +105,18 @@ type Client struct {
 
 // New validates cfg and returns a Client.
 func New(cfg Config) (*Client, error) {
-	u, err := url.Parse(cfg.BaseURL)
-	if err != nil {
-		return nil, fmt.Errorf("broker URL %q: %w", cfg.BaseURL, err)
+	var bases []*url.URL
+	for _, raw := range append([]string{cfg.BaseURL}, cfg.AlternateURLs...) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return nil, fmt.Errorf("broker URL %q: %w", raw, err)
+		}
+		if u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
+			return nil, fmt.Errorf("broker URL %q: want https://<host>[:port]", raw)
+		}
+		u.Path, u.RawQuery, u.Fragment = "", "", ""
+		bases = append(bases, u)
 	}
-	if u.Scheme != "https" && u.Scheme != "http" || u.Host == "" {
-		return nil, fmt.Errorf("broker URL %q: want https://<host>[:port]", cfg.BaseURL)
-	}
-	u.Path, u.RawQuery, u.Fragment = "", "", ""
 	if cfg.AttemptTimeout <= 0 {
 		cfg.AttemptTimeout = DefaultAttemptTimeout
 	}
@@ -134,7 +148,7 @@ func New(cfg Config) (*Client, error) {
 	if rt == nil {
 		rt = NewTransport(cfg.TLS, cfg.AttemptTimeout)
 	}
-	return &Client{base: u, http: &http.Client{Transport: rt}, cfg: cfg}, nil
+	return &Client{bases: bases, http: &http.Client{Transport: rt}, cfg: cfg}, nil
 }
 
 // NewTransport returns the agents' HTTP transport to the broker, the one New
@@ -236,20 +250,42 @@ func (c *Client) doRetries(ctx context.Context, cl call) (int, error) {
 	backoff := c.cfg.BaseBackoff
 	var lastErr error
 	lastStatus := 0
-	for attempt := 0; ; attempt++ {
-		status, retryable, wait, err := c.attempt(ctx, cl, payload, reqID)
+	start := c.cfg.Clock.Now()
+	// tried counts the replicas tried since the last wait: a call moves on
+	// to a replica it has not tried in this round at once, and waits (and
+	// spends one of its retries) only after a whole round failed.
+	tried := 0
+	for retries := 0; ; {
+		at := c.current.Load()
+		base := c.bases[at%uint64(len(c.bases))]
+		status, retryable, wait, err := c.attempt(ctx, cl, base, payload, reqID)
 		if err == nil {
+			c.noteServing(at, base, cl.route, start)
 			return status, nil
 		}
 		lastErr, lastStatus = err, status
-		if !retryable || attempt >= c.cfg.MaxRetries || ctx.Err() != nil {
+		if !retryable || ctx.Err() != nil {
 			return lastStatus, lastErr
 		}
+		if len(c.bases) > 1 && (status == 0 || status == http.StatusServiceUnavailable) {
+			// Unreachable, or a standby: the next replica may be the
+			// leader. Another call may have moved on already.
+			c.current.CompareAndSwap(at, at+1)
+			if tried++; tried < len(c.bases) {
+				c.cfg.Logger.Debug("Broker replica did not serve; trying the next", "route", cl.route, "url", base.String(), "requestId", reqID, "err", err)
+				continue
+			}
+		}
+		tried = 0
+		if retries >= c.cfg.MaxRetries {
+			return lastStatus, lastErr
+		}
+		retries++
 		if wait <= 0 {
 			wait = backoff
 			backoff = min(backoff*2, c.cfg.MaxBackoff)
 		}
-		c.cfg.Logger.Debug("Retrying broker call", "route", cl.route, "attempt", attempt+1, "wait", wait, "requestId", reqID, "err", err)
+		c.cfg.Logger.Debug("Retrying broker call", "route", cl.route, "attempt", retries, "wait", wait, "requestId", reqID, "err", err)
 		select {
 		case <-ctx.Done():
 			return lastStatus, fmt.Errorf("%s: %w (last error: %w)", cl.route, ctx.Err(), lastErr)
@@ -258,14 +294,23 @@ func (c *Client) doRetries(ctx context.Context, cl call) (int, error) {
 	}
 }
 
+// noteServing logs, once per change, that calls now go to another replica
+// of an HA broker (a takeover as the agent sees it).
+func (c *Client) noteServing(at uint64, base *url.URL, route string, start time.Time) {
+	if len(c.bases) < 2 || c.serving.Swap(at+1) == at+1 {
+		return
+	}
+	c.cfg.Logger.Info("Broker replica serving", "url", base.String(), "route", route, "callDuration", c.cfg.Clock.Since(start))
+}
+
 // attempt performs one HTTP exchange. It returns the status, whether a
 // failure may be retried, a server-requested wait, and the error.
-func (c *Client) attempt(ctx context.Context, cl call, payload []byte, reqID string) (int, bool, time.Duration, error) {
+func (c *Client) attempt(ctx context.Context, cl call, base *url.URL, payload []byte, reqID string) (int, bool, time.Duration, error) {
 	actx, cancel := context.WithTimeout(ctx, c.cfg.AttemptTimeout+cl.extraTTL)
 	defer cancel()
 	// cl.path is escaped already (ids go through url.PathEscape): keep it
 	// as the raw path so that it is escaped exactly once on the wire.
-	u := *c.base
+	u := *base
 	p, err := url.PathUnescape(cl.path)
 	if err != nil {
 		return 0, false, 0, fmt.Errorf("building %s request: %w", cl.route, err)
@@ -319,6 +364,9 @@ func (c *Client) attempt(ctx context.Context, cl call, payload []byte, reqID str
 			return resp.StatusCode, false, 0, e
 		}
 		return resp.StatusCode, true, e.RetryAfter, e
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		// A standby (or a broker starting) says when to come back.
+		return resp.StatusCode, true, min(e.RetryAfter, c.cfg.MaxRetryAfter), e
 	case resp.StatusCode >= 500:
 		return resp.StatusCode, true, 0, e
 	default:

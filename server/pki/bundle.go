@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ const (
 	MaxBundleEntrySize = 1 << 20
 	// MaxBundleSize bounds the compressed bundle and the sum of its entries.
 	MaxBundleSize = 4 << 20
+	// MaxBrokerURLs bounds how many broker URLs one bundle carries (the
+	// replicas of an HA broker reached without a Service); more is refused.
+	MaxBrokerURLs = 16
 )
 
 // JoinConfig is join.yaml inside a join bundle.
@@ -42,6 +46,10 @@ type JoinConfig struct {
 	ClusterID string   `json:"clusterId"`
 	Role      api.Role `json:"role"`
 	BrokerURL string   `json:"brokerURL"`
+	// AlternateBrokerURLs are the other replicas of an HA broker, tried
+	// in order after BrokerURL when it is unreachable or a standby. Absent
+	// in a single-URL bundle, so that such a bundle reads as before.
+	AlternateBrokerURLs []string `json:"alternateBrokerURLs,omitempty"`
 }
 
 // Bundle is a loaded and validated join bundle.
@@ -49,9 +57,49 @@ type Bundle struct {
 	ClusterID string
 	Role      api.Role
 	BrokerURL string
-	CACertPEM []byte
-	CertPEM   []byte
-	KeyPEM    []byte
+	// AlternateBrokerURLs are tried after BrokerURL (see JoinConfig).
+	AlternateBrokerURLs []string
+	CACertPEM           []byte
+	CertPEM             []byte
+	KeyPEM              []byte
+}
+
+// BrokerURLs returns every broker URL of the bundle, BrokerURL first.
+func (b *Bundle) BrokerURLs() []string {
+	return append([]string{b.BrokerURL}, b.AlternateBrokerURLs...)
+}
+
+// ParseBrokerURLs splits a comma-separated list of broker URLs (one URL is
+// a list of one), validates each with ValidateBrokerURL and refuses
+// duplicates, empty items and more than MaxBrokerURLs.
+func ParseBrokerURLs(list string) ([]string, error) {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		parts[i] = strings.TrimSpace(p)
+	}
+	if err := validateBrokerURLs(parts); err != nil {
+		return nil, err
+	}
+	return parts, nil
+}
+
+// validateBrokerURLs checks a bundle's list of broker URLs.
+func validateBrokerURLs(urls []string) error {
+	if len(urls) > MaxBrokerURLs {
+		return fmt.Errorf("%d broker URLs, over the limit of %d: give the replicas' Service URL instead of every pod", len(urls), MaxBrokerURLs)
+	}
+	for i, p := range urls {
+		if p == "" {
+			return errors.New("empty broker URL: give https://<host>[:port], or several separated by single commas")
+		}
+		if _, err := ValidateBrokerURL(p); err != nil {
+			return err
+		}
+		if slices.Contains(urls[:i], p) {
+			return fmt.Errorf("broker URL %q is listed twice", p)
+		}
+	}
+	return nil
 }
 
 // ValidateBrokerURL checks that u is an absolute https URL with a host and
@@ -98,6 +146,8 @@ func parsePort(p string) (int, error) {
 // WriteJoinBundle mints a client certificate for clusterID with role
 // (provider or consumer) from the CA in dir and writes the join bundle out
 // (a .tar.gz, mode 0600) holding ca.crt, tls.crt, tls.key and join.yaml.
+// brokerURL is one URL or a comma-separated list (ParseBrokerURLs): the
+// first becomes join.yaml's brokerURL, the rest its alternateBrokerURLs.
 // It records the certificate in dir's registry (IssuedFile) and refuses a
 // cluster id the registry holds under the other role: one cluster id has
 // one role. It refuses to replace an existing out unless force is set.
@@ -108,7 +158,7 @@ func WriteJoinBundle(dir, clusterID string, role api.Role, brokerURL, out string
 	if err := validateRole(role, false); err != nil {
 		return err
 	}
-	if _, err := ValidateBrokerURL(brokerURL); err != nil {
+	if _, err := ParseBrokerURLs(brokerURL); err != nil {
 		return err
 	}
 	if out == "" {
@@ -171,7 +221,8 @@ func refuseExistingBundle(out string, force bool) error {
 
 // BuildJoinBundle mints a client certificate with ca and returns the join
 // bundle bytes (.tar.gz). role may be empty, which builds a legacy
-// (role-less) bundle; the pki join command never does.
+// (role-less) bundle; the pki join command never does. brokerURL is one
+// URL or a comma-separated list, as for WriteJoinBundle.
 func BuildJoinBundle(ca *CA, clusterID string, role api.Role, brokerURL string, now time.Time) ([]byte, error) {
 	data, _, err := buildJoinBundle(ca, clusterID, role, brokerURL, now)
 	return data, err
@@ -179,7 +230,8 @@ func BuildJoinBundle(ca *CA, clusterID string, role api.Role, brokerURL string, 
 
 // buildJoinBundle is BuildJoinBundle that also returns the certificate.
 func buildJoinBundle(ca *CA, clusterID string, role api.Role, brokerURL string, now time.Time) ([]byte, *x509.Certificate, error) {
-	if _, err := ValidateBrokerURL(brokerURL); err != nil {
+	urls, err := ParseBrokerURLs(brokerURL)
+	if err != nil {
 		return nil, nil, err
 	}
 	certPEM, keyPEM, err := ca.IssueClient(clusterID, role, now)
@@ -190,7 +242,7 @@ func buildJoinBundle(ca *CA, clusterID string, role api.Role, brokerURL string, 
 	if err != nil {
 		return nil, nil, err
 	}
-	joinYAML, err := yaml.Marshal(JoinConfig{ClusterID: clusterID, Role: role, BrokerURL: brokerURL})
+	joinYAML, err := yaml.Marshal(JoinConfig{ClusterID: clusterID, Role: role, BrokerURL: urls[0], AlternateBrokerURLs: urls[1:]})
 	if err != nil {
 		return nil, nil, fmt.Errorf("encode join.yaml: %w", err)
 	}
@@ -293,12 +345,13 @@ func ParseBundle(data []byte, now time.Time) (*Bundle, error) {
 		return nil, fmt.Errorf("certificate role %q differs from join.yaml role %q", certRole, cfg.Role)
 	}
 	return &Bundle{
-		ClusterID: cfg.ClusterID,
-		Role:      cfg.Role,
-		BrokerURL: cfg.BrokerURL,
-		CACertPEM: entries[BundleCACert],
-		CertPEM:   entries[BundleCert],
-		KeyPEM:    entries[BundleKey],
+		ClusterID:           cfg.ClusterID,
+		Role:                cfg.Role,
+		BrokerURL:           cfg.BrokerURL,
+		AlternateBrokerURLs: cfg.AlternateBrokerURLs,
+		CACertPEM:           entries[BundleCACert],
+		CertPEM:             entries[BundleCert],
+		KeyPEM:              entries[BundleKey],
 	}, nil
 }
 
@@ -382,16 +435,33 @@ func parseJoinYAML(data []byte) (*JoinConfig, error) {
 	if _, err := ValidateBrokerURL(cfg.BrokerURL); err != nil {
 		return nil, fmt.Errorf("%s: %w", BundleJoinYAML, err)
 	}
+	if len(cfg.AlternateBrokerURLs) > 0 {
+		if err := validateBrokerURLs(append([]string{cfg.BrokerURL}, cfg.AlternateBrokerURLs...)); err != nil {
+			return nil, fmt.Errorf("%s alternateBrokerURLs: %w", BundleJoinYAML, err)
+		}
+	}
 	return &cfg, nil
 }
 
 // ClientTLSConfig is an agent's configuration for dialling the broker:
 // TLS 1.3, the bundle's CA as the only root, the bundle's client
-// certificate, and ServerName = the broker URL's host.
+// certificate, and ServerName = the broker URL's host. When the bundle's
+// URLs name different hosts ServerName stays empty: the HTTP transport then
+// verifies each connection against the host it dials.
 func (b *Bundle) ClientTLSConfig() (*tls.Config, error) {
 	u, err := ValidateBrokerURL(b.BrokerURL)
 	if err != nil {
 		return nil, err
+	}
+	serverName := u.Hostname()
+	for _, alt := range b.AlternateBrokerURLs {
+		a, err := ValidateBrokerURL(alt)
+		if err != nil {
+			return nil, err
+		}
+		if a.Hostname() != serverName {
+			serverName = ""
+		}
 	}
 	pair, err := tls.X509KeyPair(b.CertPEM, b.KeyPEM)
 	if err != nil {
@@ -405,6 +475,6 @@ func (b *Bundle) ClientTLSConfig() (*tls.Config, error) {
 		MinVersion:   tls.VersionTLS13,
 		RootCAs:      pool,
 		Certificates: []tls.Certificate{pair},
-		ServerName:   u.Hostname(),
+		ServerName:   serverName,
 	}, nil
 }

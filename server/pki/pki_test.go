@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +226,10 @@ func TestWriteJoinBundleValidation(t *testing.T) {
 		{"userinfo", "a", "https://u:p@b", api.RoleProvider, "user"},
 		{"bad port", "a", "https://b:99999", api.RoleProvider, "port"},
 		{"empty", "a", "", api.RoleProvider, "https"},
+		{"empty item in list", "a", "https://b:8443,,https://c:8443", api.RoleProvider, "single commas"},
+		{"listed twice", "a", "https://b:8443, https://b:8443", api.RoleProvider, "twice"},
+		{"one bad in list", "a", "https://b:8443,http://c:8443", api.RoleProvider, "https"},
+		{"too many", "a", strings.Repeat("https://b:8443,", MaxBrokerURLs) + "https://c", api.RoleProvider, "limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -293,6 +298,58 @@ func TestJoinBundleRoundTrip(t *testing.T) {
 	}
 	if b, err := LoadBundle(out2); err != nil || b.Role != api.RoleProvider {
 		t.Fatalf("LoadBundle = %+v, %v", b, err)
+	}
+}
+
+// TestJoinBundleBrokerURLs: a bundle may list an HA broker's replicas; a
+// single-URL bundle's join.yaml stays what it was (agents that read it
+// strictly keep reading it), and the TLS server name follows the hosts.
+func TestJoinBundleBrokerURLs(t *testing.T) {
+	ca, err := NewCA(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, list     string
+		wantURLs       []string
+		wantServerName string
+		wantYAML       string
+	}{
+		{"one URL", "https://broker.example.org:8443", []string{"https://broker.example.org:8443"}, "broker.example.org",
+			"brokerURL: https://broker.example.org:8443\nclusterId: c1\nrole: consumer\n"},
+		{"replicas on one host", "https://b.example.org:8443, https://b.example.org:8444", []string{"https://b.example.org:8443", "https://b.example.org:8444"}, "b.example.org",
+			"alternateBrokerURLs:\n- https://b.example.org:8444\nbrokerURL: https://b.example.org:8443\nclusterId: c1\nrole: consumer\n"},
+		{"replicas on three hosts", "https://b-0:8443,https://b-1:8443,https://b-2:8443", []string{"https://b-0:8443", "https://b-1:8443", "https://b-2:8443"}, "",
+			"alternateBrokerURLs:\n- https://b-1:8443\n- https://b-2:8443\nbrokerURL: https://b-0:8443\nclusterId: c1\nrole: consumer\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data, err := BuildJoinBundle(ca, "c1", api.RoleConsumer, tt.list, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries, err := readBundleEntries(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := string(entries[BundleJoinYAML]); got != tt.wantYAML {
+				t.Errorf("join.yaml =\n%s\nwant\n%s", got, tt.wantYAML)
+			}
+			b, err := ParseBundle(data, t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := b.BrokerURLs(); !slices.Equal(got, tt.wantURLs) {
+				t.Errorf("BrokerURLs() = %v, want %v", got, tt.wantURLs)
+			}
+			cfg, err := b.ClientTLSConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.ServerName != tt.wantServerName {
+				t.Errorf("ServerName = %q, want %q", cfg.ServerName, tt.wantServerName)
+			}
+		})
 	}
 }
 
@@ -427,6 +484,8 @@ func TestTamperedBundles(t *testing.T) {
 		{"oversized entry", tarGz(t, good(entry{name: BundleJoinYAML, data: bytes.Repeat([]byte("#"), MaxBundleEntrySize+1)})), "limit"},
 		{"bad yaml field", tarGz(t, good(entry{name: BundleJoinYAML, data: []byte("clusterId: c1\nrole: provider\nbrokerURL: https://b\nextra: 1\n")})), "join.yaml"},
 		{"http broker", tarGz(t, good(entry{name: BundleJoinYAML, data: []byte("clusterId: c1\nrole: provider\nbrokerURL: http://b\n")})), "https"},
+		{"alternate http broker", tarGz(t, good(entry{name: BundleJoinYAML, data: []byte("clusterId: c1\nrole: provider\nbrokerURL: https://b\nalternateBrokerURLs: [http://c]\n")})), "https"},
+		{"alternate repeats brokerURL", tarGz(t, good(entry{name: BundleJoinYAML, data: []byte("clusterId: c1\nrole: provider\nbrokerURL: https://b\nalternateBrokerURLs: [https://b]\n")})), "twice"},
 		{"bad cluster id", tarGz(t, good(entry{name: BundleJoinYAML, data: []byte("clusterId: C1\nrole: provider\nbrokerURL: https://b\n")})), "DNS-1123"},
 		{"not gzip", []byte("hello"), "gzip"},
 		{"two certs in tls.crt", tarGz(t, good(entry{name: BundleCert, data: append(append([]byte{}, cert...), cert...)})), "exactly one"},

@@ -113,7 +113,7 @@ role), and refuses to overwrite an existing --out unless --force is given.`,
 	cmd.Flags().StringVar(&dir, "dir", "", "PKI directory holding ca.crt and ca.key (required)")
 	cmd.Flags().StringVar(&clusterID, "cluster-id", "", "the member cluster's id, a DNS-1123 label; becomes the certificate's CN (required)")
 	cmd.Flags().StringVar(&role, "role", "", "provider or consumer (required)")
-	cmd.Flags().StringVar(&brokerURL, "broker-url", "", "https URL of the broker API, e.g. https://broker.example.org:8443 (required)")
+	cmd.Flags().StringVar(&brokerURL, "broker-url", "", "https URL of the broker API, e.g. https://broker.example.org:8443, or a comma-separated list of an HA broker's replica URLs tried in order (required)")
 	cmd.Flags().StringVar(&out, "out", "", "path of the join bundle to write, e.g. cluster.tar.gz (required)")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing --out file")
 	return cmd
