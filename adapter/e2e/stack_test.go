@@ -207,10 +207,20 @@ func (s *stack) startProviderSized(id string, chunks int64) {
 	}()
 }
 
-// consumerDriver stands in for liqoctl peer/unpeer on the consumer.
-type consumerDriver struct{}
+// consumerDriver stands in for liqoctl peer/unpeer on the consumer: a
+// peering creates the provider's tenant namespace, as liqoctl peer does
+// (the consumer agent creates its ResourceSlices there and no longer
+// creates the namespace itself).
+type consumerDriver struct{ kube kubernetes.Interface }
 
-func (consumerDriver) Peer(context.Context, string, string) error   { return nil }
+func (d consumerDriver) Peer(ctx context.Context, provLiqo, _ string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: liqo.TenantNamespace(provLiqo)}}
+	if _, err := d.kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
 func (consumerDriver) Unpeer(context.Context, string, string) error { return nil }
 
 // fakeConsumerCluster is the consumer cluster as client-go fakes.
@@ -236,7 +246,7 @@ func fakeConsumerCluster(t testing.TB) (kubernetes.Interface, client.Client) {
 // startConsumer runs the real consumer agent on the given cluster, the
 // Liqo stand-in and the adapter; it returns the adapter's gRPC client.
 func (s *stack) startConsumer(kube kubernetes.Interface, cl client.Client) protos.CloudProviderClient {
-	return s.startConsumerWith(kube, cl, consumerDriver{}, true)
+	return s.startConsumerWith(kube, cl, consumerDriver{kube: kube}, true)
 }
 
 // startConsumerWith runs the consumer agent with driver; standIn runs the
