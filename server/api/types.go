@@ -64,6 +64,9 @@ const (
 	PlacementEco      PlacementType = "Eco"
 	PlacementLatency  PlacementType = "Latency"
 	PlacementWeighted PlacementType = "Weighted" // extension
+	// PlacementRandom picks uniformly among the providers with room: the
+	// experiments' baseline (extension), never a production choice.
+	PlacementRandom PlacementType = "Random"
 )
 
 // Role is what a member cluster does in the federation; it is recorded in

@@ -50,7 +50,7 @@ func NormalizePolicy(t api.PlacementType) (applied api.PlacementType, known bool
 	switch t {
 	case "":
 		return api.PlacementStandard, true
-	case api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted:
+	case api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted, api.PlacementRandom:
 		return t, true
 	}
 	return api.PlacementStandard, false

@@ -152,6 +152,8 @@ func (v *viewCtx) decide() {
 			v.latency(ti)
 		case v.policy == api.PlacementWeighted:
 			v.weightedPick(ti)
+		case v.policy == api.PlacementRandom:
+			v.randomPick(ti)
 		default:
 			v.ranked(ti)
 		}

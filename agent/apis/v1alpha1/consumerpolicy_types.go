@@ -3,7 +3,7 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // PlacementStrategy is how the broker ranks providers for a consumer.
-// +kubebuilder:validation:Enum=Standard;Price;Eco;Latency;Weighted
+// +kubebuilder:validation:Enum=Standard;Price;Eco;Latency;Weighted;Random
 type PlacementStrategy string
 
 // Placement strategies. Weighted is this project's extension of the
@@ -14,6 +14,9 @@ const (
 	PlacementEco      PlacementStrategy = "Eco"
 	PlacementLatency  PlacementStrategy = "Latency"
 	PlacementWeighted PlacementStrategy = "Weighted"
+	// PlacementRandom is the experiments' baseline: uniform among the
+	// providers with room (docs/experiments.md).
+	PlacementRandom PlacementStrategy = "Random"
 )
 
 // PlacementWeights are the Weighted strategy's relative metric weights. Each
