@@ -14,6 +14,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/agentcmd"
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/democmd"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/experimentcmd"
 	mockgeo "github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
 	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/mockcmd"
@@ -36,6 +37,7 @@ func main() {
 		mockcmd.NewGeoCommand(),
 		mockcmd.NewEcoCommand(),
 		democmd.NewCommand(),
+		experimentcmd.NewCommand(),
 		loadgencmd.NewCommand(),
 	)
 	err := root.ExecuteContext(ctx)
