@@ -241,6 +241,9 @@ type Federation struct {
 
 	log       *slog.Logger
 	guard     *netguard.Guard // the demo's own listeners (the broker guards its two)
+	// brokerLimits are the broker's two listeners' (every agent dials the
+	// broker API; each of the demo's own listeners has one or two clients).
+	brokerLimits netguard.Limits
 	dashMu    sync.Mutex
 	dashboard *web.Dashboard
 	// locMu guards consumerLoc, where the consumer console put the
@@ -477,11 +480,11 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 		return fmt.Errorf("clearing the previous run's broker database %s: %w", brokerDir, err)
 	}
 
-	guard, err := newGuard(o)
+	guard, brokerLimits, err := newGuard(o)
 	if err != nil {
 		return err
 	}
-	f.guard = guard
+	f.guard, f.brokerLimits = guard, brokerLimits
 	if err := f.startBroker(ctx, o, pkiDir, brokerDir); err != nil {
 		return err
 	}
@@ -565,7 +568,7 @@ func (f *Federation) startBroker(ctx context.Context, o Options, pkiDir, brokerD
 		// One consumer runs CA loops every scan interval here; the default
 		// per-certificate limit is sized for real CA's 10 s.
 		RateLimitBurst: 200, RateLimitRPS: 100,
-		APIListener: apiLn, DashboardListener: dashLn, Limits: f.guard.Limits(),
+		APIListener: apiLn, DashboardListener: dashLn, Limits: f.brokerLimits,
 		OnDashboard: func(d *web.Dashboard) { f.dashMu.Lock(); f.dashboard = d; f.dashMu.Unlock() },
 		RandomSeed:  o.RandomSeed,
 	}
@@ -598,24 +601,33 @@ func (f *Federation) startLocation(ctx context.Context, o Options) (*world, erro
 	return &world{geo: geoClient, eco: ecoClient}, nil
 }
 
-// newGuard guards the demo's listeners. Every client of the demo is on
-// loopback, one address for all, so a per-address cap below the total would
-// refuse the demo's own clients first: it is the total. The broker's two
-// listeners get the same limits (Options.Limits), so that all of them
-// together hold at most half of the file descriptors.
-func newGuard(o Options) (*netguard.Guard, error) {
-	// broker API and dashboard, mock-geo, mock-eco, and each consumer's
-	// local API and adapter
-	listeners := 4 + 2*len(o.Consumers)
+// newGuard guards the demo's listeners and returns the broker's limits.
+// Every client of the demo is on loopback, one address for all, so a
+// per-address cap below the total would refuse the demo's own clients
+// first: it is the total. The broker's two listeners take half of the
+// descriptors the listeners may hold (every agent dials the broker API: a
+// 30 × 70 experiment holds several hundred connections there) and the
+// demo's own listeners share the other half, so that all of them together
+// still hold at most half of the file descriptors.
+func newGuard(o Options) (*netguard.Guard, netguard.Limits, error) {
+	// mock-geo, mock-eco, and each consumer's local API and adapter
+	listeners := 2 + 2*len(o.Consumers)
 	if !o.NoConsoles {
 		listeners += 1 + len(o.Providers)
 	}
-	lim, err := netguard.Limits{}.ForListeners(listeners)
+	fds := netguard.FDLimit()
+	lim, err := netguard.Limits{}.Resolve(2*listeners, fds)
 	if err != nil {
-		return nil, err
+		return nil, netguard.Limits{}, err
 	}
 	lim.MaxConnsPerIP = lim.MaxConns
-	return netguard.New(netguard.Options{Limits: lim, Listeners: listeners, Logger: o.Logger.With("component", "netguard")})
+	broker, err := netguard.Limits{}.Resolve(4, fds)
+	if err != nil {
+		return nil, netguard.Limits{}, err
+	}
+	broker.MaxConnsPerIP = broker.MaxConns
+	g, err := netguard.New(netguard.Options{Limits: lim, Listeners: listeners, Logger: o.Logger.With("component", "netguard")})
+	return g, broker, err
 }
 
 // consoleToken reads the demo's console token from path, creating it on

@@ -103,7 +103,7 @@ func timeline(cfg *Config, rec *Records, s *Summary) (*plot.Plot, error) {
 		if err != nil {
 			return nil, err
 		}
-		poly.Color = color.RGBA{R: 200, G: 200, B: 200, A: 160}
+		poly.Color = color.NRGBA{R: 190, G: 190, B: 190, A: 150}
 		poly.LineStyle.Width = 0
 		p.Add(poly)
 		p.Legend.Add("achievable best … worst", poly)
