@@ -239,13 +239,13 @@ type Federation struct {
 	Consumer  *Consumer
 	Consumers []*Consumer
 
-	log       *slog.Logger
-	guard     *netguard.Guard // the demo's own listeners (the broker guards its two)
+	log   *slog.Logger
+	guard *netguard.Guard // the demo's own listeners (the broker guards its two)
 	// brokerLimits are the broker's two listeners' (every agent dials the
 	// broker API; each of the demo's own listeners has one or two clients).
 	brokerLimits netguard.Limits
-	dashMu    sync.Mutex
-	dashboard *web.Dashboard
+	dashMu       sync.Mutex
+	dashboard    *web.Dashboard
 	// locMu guards consumerLoc, where the consumer console put the
 	// consumer (nil: its city, in consumerRegion), and the probe delays
 	// that follow it.
