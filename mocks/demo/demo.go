@@ -224,6 +224,10 @@ type Consumer struct {
 	Workload    *workload.Workload
 	// Namespace holds the ConsumerPolicy and VirtualNodeStates.
 	Namespace string
+
+	clientOnce sync.Once
+	client     client.Client // for SetPolicy, built once (discovery is slow)
+	clientErr  error
 }
 
 // Federation is a running demo.
@@ -937,14 +941,18 @@ func (f *Federation) restorePolicy(ctx context.Context, c *cluster.Cluster, save
 // console's policy form does: the agent reads it within its policy poll
 // and heartbeats it to the broker.
 func (c *Consumer) SetPolicy(ctx context.Context, t api.PlacementType, w *api.Weights) error {
-	scheme, err := agentcmd.Scheme()
-	if err != nil {
-		return err
+	c.clientOnce.Do(func() {
+		scheme, err := agentcmd.Scheme()
+		if err != nil {
+			c.clientErr = err
+			return
+		}
+		c.client, c.clientErr = client.New(c.Cluster.RESTConfig(), client.Options{Scheme: scheme})
+	})
+	if c.clientErr != nil {
+		return c.clientErr
 	}
-	cl, err := client.New(c.Cluster.RESTConfig(), client.Options{Scheme: scheme})
-	if err != nil {
-		return err
-	}
+	cl := c.client
 	placement := fav1alpha1.PlacementFromAPI(api.Placement{Type: t, Weights: w})
 	if err := console.UpdatePolicy(ctx, cl, c.Namespace, func(s *fav1alpha1.ConsumerPolicySpec) { s.Placement = placement }); err != nil {
 		return fmt.Errorf("setting %s's policy to %s: %w", c.ID, t, err)

@@ -65,11 +65,15 @@ func (r *runner) iterations(ctx context.Context, p Phase, start time.Time, seen 
 		if err := r.wait(ctx, at); err != nil {
 			return err
 		}
-		ov, err := r.overview(ctx)
-		if err != nil {
-			return err
+		// Demand first, at its instant; the room is the sampler's latest
+		// snapshot (at most SampleEvery old, before this demand).
+		it := &iteration{k: k, tau: r.cond.Tau(time.Now()), free: freeChunks(r.latest())}
+		if r.cfg.Mode == ModeReserve {
+			seen.begin(it)
+			if err := r.setDemand(r.cfg.Demand); err != nil {
+				return err
+			}
 		}
-		it := &iteration{k: k, tau: r.cond.Tau(time.Now()), free: freeChunks(ov)}
 		r.opts.Progress(fmt.Sprintf("  %s: iteration %d/%d at τ=%s, %d providers with room", p.Name, k+1, n, it.tau.Round(time.Second), len(it.free)))
 		if r.cfg.Mode == ModeObserve {
 			if err := r.observeViews(ctx, p, it); err != nil {
@@ -77,10 +81,6 @@ func (r *runner) iterations(ctx context.Context, p Phase, start time.Time, seen 
 			}
 			r.settle(it)
 			continue
-		}
-		seen.begin(it)
-		if err := r.setDemand(r.cfg.Demand); err != nil {
-			return err
 		}
 		if err := r.wait(ctx, at.Add(r.cfg.Hold.Duration)); err != nil {
 			return err
@@ -104,6 +104,9 @@ func (r *runner) iterations(ctx context.Context, p Phase, start time.Time, seen 
 // with room only).
 func freeChunks(ov *api.Overview) map[string]int32 {
 	out := map[string]int32{}
+	if ov == nil {
+		return out
+	}
 	for _, a := range ov.Advertisements {
 		free := a.Chunks[api.ChunkStandard].AvailableChunks
 		if a.Available && free > 0 {
@@ -167,29 +170,23 @@ func (r *runner) observeViews(ctx context.Context, p Phase, it *iteration) error
 }
 
 // settle fills the achievable best and worst of an iteration's selections
+// (at each selection's own instant, the conditions its value is read at)
 // and records them. Carbon is the same for every consumer, so the
-// iteration's selections compete for the providers' room: the best is the
-// n greenest free chunks at the demand's instant, the worst the n dirtiest
-// (n = the iteration's selections). Latency is per consumer: the best is
-// the nearest provider with room for that consumer, the worst the
-// farthest (room contention ignored; the configurations keep plenty).
+// selections of an iteration that fall in one refresh interval compete
+// for the providers' room: their best is the n greenest free chunks then,
+// the worst the n dirtiest (n = those selections). Latency is per
+// consumer: the best is the lowest round trip from that consumer to a
+// provider with room, the worst the highest (room contention ignored; the
+// configurations keep plenty).
 func (r *runner) settle(it *iteration) {
-	if len(it.sels) == 0 {
-		return
-	}
 	if r.cfg.Metric == MetricCarbon && r.cfg.Mode == ModeReserve {
-		var slots []float64
-		for id, n := range it.free {
-			v := r.cond.CarbonAt(it.tau, r.provIdx[id])
-			for range n {
-				slots = append(slots, v)
-			}
+		groups := map[int64][]int{}
+		for i, s := range it.sels {
+			k := refreshIndex(s.Tau, r.cfg.Carbon.RefreshInterval.Duration)
+			groups[k] = append(groups[k], i)
 		}
-		slices.Sort(slots)
-		slices.SortFunc(it.sels, func(a, b Selection) int { return cmpFloat(a.Value, b.Value) })
-		for i := range it.sels {
-			j := min(i, len(slots)-1)
-			it.sels[i].Best, it.sels[i].Worst = slots[j], slots[max(len(slots)-len(it.sels)+i, j)]
+		for _, idx := range groups {
+			r.settleCarbon(it, idx)
 		}
 	} else {
 		for i := range it.sels {
@@ -204,6 +201,32 @@ func (r *runner) settle(it *iteration) {
 	}
 	for _, s := range it.sels {
 		r.rec.addSelection(s)
+	}
+}
+
+// settleCarbon fills best and worst for the selections idx of an
+// iteration, all in one refresh interval: the greenest and dirtiest free
+// chunks at that time, the i-th best selection against the i-th greenest.
+func (r *runner) settleCarbon(it *iteration, idx []int) {
+	tau := it.sels[idx[0]].Tau
+	var slots []float64
+	for id, n := range it.free {
+		v := r.cond.CarbonAt(tau, r.provIdx[id])
+		for range n {
+			slots = append(slots, v)
+		}
+	}
+	if len(slots) == 0 {
+		for _, i := range idx {
+			it.sels[i].Best, it.sels[i].Worst = it.sels[i].Value, it.sels[i].Value
+		}
+		return
+	}
+	slices.Sort(slots)
+	slices.SortFunc(idx, func(a, b int) int { return cmpFloat(it.sels[a].Value, it.sels[b].Value) })
+	for rank, i := range idx {
+		j := min(rank, len(slots)-1)
+		it.sels[i].Best, it.sels[i].Worst = slots[j], slots[max(len(slots)-len(idx)+rank, j)]
 	}
 }
 
@@ -230,6 +253,7 @@ func (r *runner) sample(ctx context.Context, p Phase, start time.Time) {
 		if err != nil {
 			continue
 		}
+		r.last.Store(ov)
 		tau := r.cond.Tau(time.Now())
 		var snaps []Snapshot
 		var obs []Observation
@@ -273,3 +297,6 @@ func (r *runner) probeAll(ctx context.Context, p Phase, j int, ov *api.Overview)
 	}
 	return out
 }
+
+// latest is the sampler's latest overview (nil before the first).
+func (r *runner) latest() *api.Overview { return r.last.Load() }

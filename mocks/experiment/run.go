@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -10,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -63,6 +65,8 @@ type runner struct {
 	http      *http.Client
 	rec       *Records
 	started   time.Time
+	// last is the sampler's latest overview.
+	last atomic.Pointer[api.Overview]
 }
 
 // Run builds the federation, runs every phase and returns what it saw;
@@ -275,10 +279,14 @@ func (r *runner) waitReady(ctx context.Context) error {
 // setPolicy writes every consumer's ConsumerPolicy and waits until the
 // broker applies it to all of them.
 func (r *runner) setPolicy(ctx context.Context, p Phase) error {
-	for _, c := range r.fed.Consumers {
-		if err := c.SetPolicy(ctx, p.Policy, p.Weights); err != nil {
-			return err
-		}
+	errs := make([]error, len(r.fed.Consumers))
+	var wg sync.WaitGroup
+	for i, c := range r.fed.Consumers {
+		wg.Go(func() { errs[i] = c.SetPolicy(ctx, p.Policy, p.Weights) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	return r.until(ctx, time.Minute, "every consumer to apply "+string(p.Policy), func(ov *api.Overview) (bool, string) {
 		n := 0
