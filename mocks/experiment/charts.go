@@ -104,7 +104,7 @@ func timeline(cfg *Config, rec *Records, s *Summary) (*plot.Plot, error) {
 			return nil, err
 		}
 		poly.Color = color.NRGBA{R: 190, G: 190, B: 190, A: 150}
-		poly.LineStyle.Width = 0
+		poly.Width = 0
 		p.Add(poly)
 		p.Legend.Add("achievable best … worst", poly)
 	}

@@ -246,6 +246,16 @@ func (c *Config) Iterations() int {
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	c.validateSize(add)
+	c.validatePhases(add)
+	c.validateCarbon(add)
+	c.validateLatency(add)
+	c.validateTiming(add)
+	return errors.Join(errs...)
+}
+
+// validateSize checks the suite, the metric and the federation's size.
+func (c *Config) validateSize(add func(string, ...any)) {
 	if c.Suite == "" || strings.ContainsAny(c.Suite, `/\ `) || c.Suite == "." || c.Suite == ".." {
 		add("suite %q: give a folder name without slashes or spaces (results/<suite>/...)", c.Suite)
 	}
@@ -258,11 +268,7 @@ func (c *Config) Validate() error {
 	if c.Providers < 2 || c.Providers > MaxProviders {
 		add("providers %d: use 2 to %d (a comparison needs a choice)", c.Providers, MaxProviders)
 	}
-	for _, r := range slices.Concat(c.ProviderRegions, c.ConsumerRegions) {
-		if _, ok := geo.LoopbackAddress(r, 10); !ok {
-			add("region %q is not in mock-geo's table: use one of %s, or leave the list out for random regions", r, strings.Join(Regions(), ", "))
-		}
-	}
+	c.validateRegions(add)
 	if c.ChunksPerProvider < 1 || c.ChunksPerProvider > MaxChunksPerProvider {
 		add("chunksPerProvider %d: use 1 to %d", c.ChunksPerProvider, MaxChunksPerProvider)
 	}
@@ -275,8 +281,19 @@ func (c *Config) Validate() error {
 	if c.Providers >= 1 && c.ChunksPerProvider >= 1 && c.Consumers*c.Demand > c.Providers*c.ChunksPerProvider {
 		add("demand: %d consumers × %d chunks exceed the federation's %d × %d chunks; lower demand or raise chunksPerProvider", c.Consumers, c.Demand, c.Providers, c.ChunksPerProvider)
 	}
-	c.validatePhases(add)
-	c.validateConditions(add)
+}
+
+// validateRegions checks the region lists against mock-geo's table.
+func (c *Config) validateRegions(add func(string, ...any)) {
+	for _, r := range slices.Concat(c.ProviderRegions, c.ConsumerRegions) {
+		if _, ok := geo.LoopbackAddress(r, 10); !ok {
+			add("region %q is not in mock-geo's table: use one of %s, or leave the list out for random regions", r, strings.Join(Regions(), ", "))
+		}
+	}
+}
+
+// validateTiming checks the phase length, the periods and the pass mark.
+func (c *Config) validateTiming(add func(string, ...any)) {
 	if c.Validity <= 0 || c.Validity > 1 {
 		add("validity %v: use a fraction in (0, 1]", c.Validity)
 	}
@@ -298,7 +315,6 @@ func (c *Config) Validate() error {
 	if c.Offset != nil && (c.Offset.Duration < 0 || (c.refresh() > 0 && c.Offset.Duration >= c.refresh())) {
 		add("offset %s: use 0 up to the refresh interval %s", c.Offset.Duration, c.refresh())
 	}
-	return errors.Join(errs...)
 }
 
 func (c *Config) validatePhases(add func(string, ...any)) {
@@ -324,7 +340,7 @@ func (c *Config) validatePhases(add func(string, ...any)) {
 	}
 }
 
-func (c *Config) validateConditions(add func(string, ...any)) {
+func (c *Config) validateCarbon(add func(string, ...any)) {
 	cc := c.Carbon
 	if c.Metric == MetricCarbon || cc.RefreshInterval.Duration != 0 {
 		if cc.RefreshInterval.Duration <= 0 {
@@ -340,6 +356,9 @@ func (c *Config) validateConditions(add func(string, ...any)) {
 			add("carbon.greenFraction %v: give [min, max] with 0 ≤ min ≤ max ≤ 1", cc.GreenFraction)
 		}
 	}
+}
+
+func (c *Config) validateLatency(add func(string, ...any)) {
 	lc := c.Latency
 	if c.Metric == MetricLatency || lc.RefreshInterval.Duration != 0 {
 		if lc.RefreshInterval.Duration <= 0 {

@@ -289,7 +289,7 @@ func (r *runner) probeAll(ctx context.Context, p Phase, j int, ov *api.Overview)
 		}
 	}
 	tau := r.cond.Tau(time.Now())
-	rtts := probe.NewProber(probe.ProberConfig{Probes: 3, TTL: time.Nanosecond, Source: src}).Measure(ctx, eps)
+	rtts := probe.NewProber(probe.ProberConfig{Probes: 5, TTL: time.Nanosecond, Source: src}).Measure(ctx, eps)
 	var out []Observation
 	for ep, rtt := range rtts {
 		id := byEP[ep]

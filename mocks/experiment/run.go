@@ -235,7 +235,7 @@ func (r *runner) overview(ctx context.Context) (*api.Overview, error) {
 func (r *runner) until(ctx context.Context, timeout time.Duration, what string, done func(*api.Overview) (bool, string)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	last := "no overview yet"
+	var last string
 	for {
 		if ov, err := r.overview(ctx); err == nil {
 			ok, seen := done(ov)
