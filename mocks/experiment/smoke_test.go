@@ -14,24 +14,16 @@ import (
 	"time"
 )
 
-// smokeYAML is a small topology with short phases: the whole path
-// (workload pods → CA stand-in → adapter → consumer agent → broker →
-// peering) under Random, then Eco, with the carbon replayed.
-const smokeYAML = `
-suite: smoke
-metric: carbon
-seed: 7
-consumers: 2
-providers: 4
-chunksPerProvider: 4
-phases:
-- {name: A, policy: Random}
-- {name: B, policy: Eco}
-phaseLength: 28s
-hold: 4s
-pause: 4s
-carbon: {refreshInterval: 8s, low: 50, high: 500, jitter: 20, greenFraction: [0.25, 0.5]}
-`
+// smokeYAML is the configuration tests' valid one (a small topology:
+// 2 consumers, 4 providers, Random then Eco) with short phases: the whole
+// path (workload pods → CA stand-in → adapter → consumer agent → broker →
+// peering) with the carbon replayed, three iterations per phase.
+var smokeYAML = strings.NewReplacer(
+	"suite: t", "suite: smoke",
+	"seed: 1", "seed: 7\nhold: 4s\npause: 4s",
+	"phaseLength: 30s", "phaseLength: 28s",
+	"refreshInterval: 10s", "refreshInterval: 8s",
+).Replace(validYAML)
 
 // TestSmokeExperiment runs a smoke experiment end to end (about a minute)
 // and checks its outputs: both phases placed, the replay is valid, Eco is
