@@ -358,10 +358,7 @@ func (o *Options) defaults() error {
 	if len(o.Providers) == 0 {
 		return errors.New("a demo needs at least one provider")
 	}
-	if o.Consumers == nil {
-		o.Consumers = []ConsumerSpec{{ID: ConsumerID, Region: o.Scenario.Consumer.Region, Host: 10}}
-	}
-	if err := checkConsumers(o.Consumers, o.BasePort); err != nil {
+	if err := o.consumerDefaults(); err != nil {
 		return err
 	}
 	if top := 65535 - 10 - len(o.Providers); o.BasePort < 0 || o.BasePort > top {
@@ -523,6 +520,15 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 	}
 	f.Consumer = f.Consumers[0]
 	return nil
+}
+
+// consumerDefaults fills the scenario's one consumer when none is given
+// and checks the list.
+func (o *Options) consumerDefaults() error {
+	if o.Consumers == nil {
+		o.Consumers = []ConsumerSpec{{ID: ConsumerID, Region: o.Scenario.Consumer.Region, Host: 10}}
+	}
+	return checkConsumers(o.Consumers, o.BasePort)
 }
 
 // checkConsumers: at least one, at most MaxConsumers, distinct ids, each in
