@@ -17,7 +17,7 @@ export PLAYWRIGHT_DRIVER_PATH ?= /var/cache/federation-autoscaler/playwright-dri
 # What .ci/setup could not install: one line per suite that will not run.
 SETUP_MISSING := bin/setup-missing
 
-.PHONY: all build setup test lint generate bench demo fmt vet clean flake-hunt
+.PHONY: all build setup test lint generate bench demo experiments fmt vet clean flake-hunt
 
 all: build
 
@@ -70,6 +70,15 @@ flake-hunt:
 DEMO_FLAGS ?=
 demo: build
 	./$(BIN) demo $(DEMO_FLAGS)
+
+# The reference's headline table, ours (docs/experiments.md): the eco and
+# latency suites at 3×7, 8×17, 15×35 and 30×70, one run at a time (each
+# about 5 minutes on 2 cores), then the table of every suite's latest
+# result in results/headline.md.
+EXPERIMENTS ?= $(foreach s,3x7 8x17 15x35 30x70,experiments/eco-$(s).yaml experiments/latency-$(s).yaml)
+experiments: build
+	@set -e; for c in $(EXPERIMENTS); do echo "=== $$c"; nice -n 10 ./$(BIN) experiment --config $$c --log-level error; done
+	./$(BIN) experiment table --results results --out results/headline.md
 
 fmt:
 	gofmt -w $$(git ls-files '*.go' | grep -v '_templ.go$$')

@@ -15,6 +15,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/choiceeval"
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/democmd"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/experimentcmd"
 	mockgeo "github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
 	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/mockcmd"
@@ -37,6 +38,7 @@ func main() {
 		mockcmd.NewGeoCommand(),
 		mockcmd.NewEcoCommand(),
 		democmd.NewCommand(),
+		experimentcmd.NewCommand(),
 		loadgencmd.NewCommand(),
 		choiceeval.NewCommand(),
 	)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,8 @@ type Responder struct {
 	conn *net.UDPConn
 	// delay is added before every echo, in nanoseconds (see SetDelay).
 	delay atomic.Int64
+	// delayFor, when set, gives the delay per sender (SetDelayFunc).
+	delayFor atomic.Pointer[func(from netip.Addr) time.Duration]
 }
 
 // SetDelay adds d before every echo, so one machine can model the network
@@ -32,6 +35,19 @@ type Responder struct {
 // location changes). It may be called while Serve runs. Each echo waits in
 // its own goroutine, so a delay does not queue probes.
 func (r *Responder) SetDelay(d time.Duration) { r.delay.Store(int64(d)) }
+
+// SetDelayFunc makes the delay before an echo depend on the sender's
+// address (nil: back to SetDelay's), so one machine can model a different
+// network distance from each simulated consumer, each on its own loopback
+// address (the experiments). fn must be safe for concurrent use and quick:
+// it runs on the responder's read loop.
+func (r *Responder) SetDelayFunc(fn func(from netip.Addr) time.Duration) {
+	if fn == nil {
+		r.delayFor.Store(nil)
+		return
+	}
+	r.delayFor.Store(&fn)
+}
 
 // Listen opens a UDP echo responder on addr ("127.0.0.1:0", ":5000").
 func Listen(addr string) (*Responder, error) {
@@ -65,6 +81,9 @@ func (r *Responder) Serve(ctx context.Context) error {
 			return fmt.Errorf("reading a probe: %w", err)
 		}
 		delay := time.Duration(r.delay.Load())
+		if fn := r.delayFor.Load(); fn != nil {
+			delay = (*fn)(from.AddrPort().Addr().Unmap())
+		}
 		if delay <= 0 {
 			_, _ = r.conn.WriteToUDP(buf[:n], from)
 			continue
@@ -87,6 +106,10 @@ type ProberConfig struct {
 	// TTL of a cached measurement (default 15 s).
 	TTL   time.Duration
 	Clock clock.PassiveClock
+	// Source is the address probes are sent from (invalid, the zero
+	// value: the kernel's choice). The simulations give each consumer its
+	// own loopback address, which a provider's echo can tell apart.
+	Source netip.Addr
 }
 
 // Prober measures endpoints and caches the results.
@@ -169,6 +192,9 @@ func (p *Prober) Measure(ctx context.Context, endpoints []string) map[string]flo
 // of the replies in ms.
 func (p *Prober) measure(ctx context.Context, ep string) (float64, error) {
 	var d net.Dialer
+	if p.cfg.Source.IsValid() {
+		d.LocalAddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.cfg.Source, 0))
+	}
 	conn, err := d.DialContext(ctx, "udp", ep)
 	if err != nil {
 		return 0, fmt.Errorf("probe endpoint %q: %w", ep, err)

@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -77,5 +78,38 @@ func TestResponderDelay(t *testing.T) {
 	got := NewProber(ProberConfig{Timeout: 200 * time.Millisecond}).Measure(ctx, []string{r.Addr().String()})
 	if rtt, ok := got[r.Addr().String()]; !ok || rtt < 30 || rtt > 150 {
 		t.Fatalf("rtt = %v, want ≥ 30 ms (the added delay)", got)
+	}
+}
+
+// TestResponderDelayPerSender: with a delay function each sender (a
+// Prober sending from its own loopback address) sees its own delay.
+func TestResponderDelayPerSender(t *testing.T) {
+	r, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	near, far := netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.3")
+	r.SetDelayFunc(func(from netip.Addr) time.Duration {
+		if from == far {
+			return 60 * time.Millisecond
+		}
+		return 0
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Serve(ctx) }()
+	ep := r.Addr().String()
+	for _, tc := range []struct {
+		from     netip.Addr
+		min, max float64
+	}{{near, 0, 59.9}, {far, 60, 300}} {
+		got := NewProber(ProberConfig{Timeout: 300 * time.Millisecond, Source: tc.from}).Measure(ctx, []string{ep})
+		if rtt, ok := got[ep]; !ok || rtt < tc.min || rtt > tc.max {
+			t.Errorf("from %s: rtt = %v, want %v–%v ms", tc.from, got, tc.min, tc.max)
+		}
+	}
+	r.SetDelayFunc(nil)
+	if got := NewProber(ProberConfig{Timeout: 300 * time.Millisecond, Source: far}).Measure(ctx, []string{ep}); got[ep] >= 60 {
+		t.Errorf("after SetDelayFunc(nil): rtt %v, want SetDelay's 0", got)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -92,6 +93,28 @@ type ProviderSpec struct {
 // ConsumerID is the demo consumer's cluster id (London).
 const ConsumerID = "london"
 
+// ConsumerSpec describes one simulated consumer (default: the scenario's
+// one consumer, ConsumerID).
+type ConsumerSpec struct {
+	// ID is the cluster id (its certificate CN).
+	ID string
+	// Region is a mock-geo region code: the cluster gets an address in
+	// that region's loopback range, host Host.
+	Region string
+	// Host is the last byte of the consumer's loopback address (the
+	// scenario's consumer: 10; providers use 10 + their index, so extra
+	// consumers take MinExtraConsumerHost and up).
+	Host byte
+}
+
+// MinExtraConsumerHost is the first loopback host byte of consumers
+// beyond the scenario's own (MaxConsumers of them fit below 255).
+const MinExtraConsumerHost = 200
+
+// MaxConsumers bounds Options.Consumers: each is a simulated cluster, an
+// agent, an adapter and an autoscaler in the demo's process.
+const MaxConsumers = 255 - MinExtraConsumerHost
+
 // Options configure Start. Zero values take the defaults.
 type Options struct {
 	// DataDir holds the PKI, the join bundles, the providers' sharing files,
@@ -109,6 +132,15 @@ type Options struct {
 	BasePort int
 	// Providers (default DefaultProviders(3)).
 	Providers []ProviderSpec
+	// Consumers (default: the scenario's one consumer, ConsumerID). Only
+	// the first gets the consoles, the saved settings and the fixed ports
+	// of BasePort; more than one needs BasePort 0.
+	Consumers []ConsumerSpec
+	// Carbon, when set, is each provider's carbon source instead of
+	// mock-eco (the experiments' seeded conditions).
+	Carbon func(ProviderSpec) agentcmd.CarbonSource
+	// RandomSeed seeds the broker's Random placement policy.
+	RandomSeed uint64
 	// PeeringDelay is the simulated Liqo's virtual-node start-up delay.
 	PeeringDelay time.Duration
 	// ScanInterval is the autoscaler's scan interval (default 2 s).
@@ -162,6 +194,10 @@ type Provider struct {
 	start func() error
 }
 
+// ProbeResponder is the provider's latency-probe echo (its delays model
+// the network distance to the consumers).
+func (p *Provider) ProbeResponder() *probe.Responder { return p.echo }
+
 // Stop stops the provider's agent, echo responder and console (the
 // cluster keeps running, as a cluster whose agent died would). It waits for
 // them.
@@ -193,6 +229,10 @@ type Consumer struct {
 	Workload    *workload.Workload
 	// Namespace holds the ConsumerPolicy and VirtualNodeStates.
 	Namespace string
+
+	clientOnce sync.Once
+	client     client.Client // for SetPolicy, built once (discovery is slow)
+	clientErr  error
 }
 
 // Federation is a running demo.
@@ -204,12 +244,17 @@ type Federation struct {
 	// ConsoleToken logs in to every console.
 	ConsoleToken string
 	Providers    []*Provider
-	Consumer     *Consumer
+	// Consumer is the first of Consumers (the demo's one consumer).
+	Consumer  *Consumer
+	Consumers []*Consumer
 
-	log       *slog.Logger
-	guard     *netguard.Guard // the demo's own listeners (the broker guards its two)
-	dashMu    sync.Mutex
-	dashboard *web.Dashboard
+	log   *slog.Logger
+	guard *netguard.Guard // the demo's own listeners (the broker guards its two)
+	// brokerLimits are the broker's two listeners' (every agent dials the
+	// broker API; each of the demo's own listeners has one or two clients).
+	brokerLimits netguard.Limits
+	dashMu       sync.Mutex
+	dashboard    *web.Dashboard
 	// locMu guards consumerLoc, where the consumer console put the
 	// consumer (nil: its city, in consumerRegion), and the probe delays
 	// that follow it.
@@ -287,8 +332,10 @@ func (f *Federation) Stop() error {
 			_ = p.Cluster.Stop()
 		}
 	}
-	if f.Consumer != nil && f.Consumer.Cluster != nil {
-		_ = f.Consumer.Cluster.Stop()
+	for _, c := range f.Consumers {
+		if c.Cluster != nil {
+			_ = c.Cluster.Stop()
+		}
 	}
 	f.once.Do(func() { close(f.closed) })
 	return f.err
@@ -315,6 +362,9 @@ func (o *Options) defaults() error {
 	}
 	if len(o.Providers) == 0 {
 		return errors.New("a demo needs at least one provider")
+	}
+	if err := o.consumerDefaults(); err != nil {
+		return err
 	}
 	if top := 65535 - 10 - len(o.Providers); o.BasePort < 0 || o.BasePort > top {
 		return fmt.Errorf("base port %d: use 0 (ephemeral) or 1–%d", o.BasePort, top)
@@ -436,11 +486,11 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 		return fmt.Errorf("clearing the previous run's broker database %s: %w", brokerDir, err)
 	}
 
-	guard, err := newGuard(o)
+	guard, brokerLimits, err := newGuard(o)
 	if err != nil {
 		return err
 	}
-	f.guard = guard
+	f.guard, f.brokerLimits = guard, brokerLimits
 	if err := f.startBroker(ctx, o, pkiDir, brokerDir); err != nil {
 		return err
 	}
@@ -463,13 +513,49 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 			return fmt.Errorf("provider %s: %w", spec.ID, err)
 		}
 	}
-	o.Progress("starting the consumer " + ConsumerID + ", its adapter and the autoscaler")
-	c, err := f.startConsumer(ctx, o, w)
-	if c != nil {
-		f.Consumer = c
+	for i, spec := range o.Consumers {
+		o.Progress(fmt.Sprintf("starting consumer %d/%d: %s (%s), its adapter and the autoscaler", i+1, len(o.Consumers), spec.ID, spec.Region))
+		c, err := f.startConsumer(ctx, o, w, i, spec)
+		if c != nil {
+			f.Consumers = append(f.Consumers, c) // Stop stops its cluster even after an error
+		}
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w", spec.ID, err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w", ConsumerID, err)
+	f.Consumer = f.Consumers[0]
+	return nil
+}
+
+// consumerDefaults fills the scenario's one consumer when none is given
+// and checks the list.
+func (o *Options) consumerDefaults() error {
+	if o.Consumers == nil {
+		o.Consumers = []ConsumerSpec{{ID: ConsumerID, Region: o.Scenario.Consumer.Region, Host: 10}}
+	}
+	return checkConsumers(o.Consumers, o.BasePort)
+}
+
+// checkConsumers: at least one, at most MaxConsumers, distinct ids, each in
+// a region of mock-geo's table; several only on ephemeral ports.
+func checkConsumers(cs []ConsumerSpec, basePort int) error {
+	switch {
+	case len(cs) == 0:
+		return errors.New("a demo needs at least one consumer")
+	case len(cs) > MaxConsumers:
+		return fmt.Errorf("%d consumers: at most %d fit in one process (demo.MaxConsumers)", len(cs), MaxConsumers)
+	case len(cs) > 1 && basePort != 0:
+		return fmt.Errorf("%d consumers need ephemeral ports: use base port 0", len(cs))
+	}
+	seen := map[string]bool{}
+	for _, c := range cs {
+		if seen[c.ID] {
+			return fmt.Errorf("consumer id %q appears twice", c.ID)
+		}
+		seen[c.ID] = true
+		if _, ok := geo.LoopbackAddress(c.Region, c.Host); !ok {
+			return fmt.Errorf("consumer %s: region %q is not a region of mock-geo's table (docs/mocks.md)", c.ID, c.Region)
+		}
 	}
 	return nil
 }
@@ -497,8 +583,9 @@ func (f *Federation) startBroker(ctx context.Context, o Options, pkiDir, brokerD
 		// One consumer runs CA loops every scan interval here; the default
 		// per-certificate limit is sized for real CA's 10 s.
 		RateLimitBurst: 200, RateLimitRPS: 100,
-		APIListener: apiLn, DashboardListener: dashLn, Limits: f.guard.Limits(),
+		APIListener: apiLn, DashboardListener: dashLn, Limits: f.brokerLimits,
 		OnDashboard: func(d *web.Dashboard) { f.dashMu.Lock(); f.dashboard = d; f.dashMu.Unlock() },
+		RandomSeed:  o.RandomSeed,
 	}
 	f.run(ctx, "broker", func(ctx context.Context) error { return brokercmd.Run(ctx, bo, o.Logger.With("component", "broker")) })
 	return nil
@@ -529,22 +616,33 @@ func (f *Federation) startLocation(ctx context.Context, o Options) (*world, erro
 	return &world{geo: geoClient, eco: ecoClient}, nil
 }
 
-// newGuard guards the demo's listeners. Every client of the demo is on
-// loopback, one address for all, so a per-address cap below the total would
-// refuse the demo's own clients first: it is the total. The broker's two
-// listeners get the same limits (Options.Limits), so that all of them
-// together hold at most half of the file descriptors.
-func newGuard(o Options) (*netguard.Guard, error) {
-	listeners := 6 // broker API and dashboard, mock-geo, mock-eco, local API, adapter
+// newGuard guards the demo's listeners and returns the broker's limits.
+// Every client of the demo is on loopback, one address for all, so a
+// per-address cap below the total would refuse the demo's own clients
+// first: it is the total. The broker's two listeners take half of the
+// descriptors the listeners may hold (every agent dials the broker API: a
+// 30 × 70 experiment holds several hundred connections there) and the
+// demo's own listeners share the other half, so that all of them together
+// still hold at most half of the file descriptors.
+func newGuard(o Options) (*netguard.Guard, netguard.Limits, error) {
+	// mock-geo, mock-eco, and each consumer's local API and adapter
+	listeners := 2 + 2*len(o.Consumers)
 	if !o.NoConsoles {
 		listeners += 1 + len(o.Providers)
 	}
-	lim, err := netguard.Limits{}.ForListeners(listeners)
+	fds := netguard.FDLimit()
+	lim, err := netguard.Limits{}.Resolve(2*listeners, fds)
 	if err != nil {
-		return nil, err
+		return nil, netguard.Limits{}, err
 	}
 	lim.MaxConnsPerIP = lim.MaxConns
-	return netguard.New(netguard.Options{Limits: lim, Listeners: listeners, Logger: o.Logger.With("component", "netguard")})
+	broker, err := netguard.Limits{}.Resolve(4, fds)
+	if err != nil {
+		return nil, netguard.Limits{}, err
+	}
+	broker.MaxConnsPerIP = broker.MaxConns
+	g, err := netguard.New(netguard.Options{Limits: lim, Listeners: listeners, Logger: o.Logger.With("component", "netguard")})
+	return g, broker, err
 }
 
 // consoleToken reads the demo's console token from path, creating it on
@@ -642,6 +740,9 @@ func (f *Federation) startProviderAgent(ctx context.Context, o Options, i int, w
 		return err
 	}
 	d.Carbon, d.AdvertisedIP = w.eco, p.Address
+	if o.Carbon != nil {
+		d.Carbon = o.Carbon(spec)
+	}
 	d.ProbeListen, d.ProbeDelay = net.JoinHostPort(p.Address, "0"), spec.ProbeDelay
 	if !o.NoConsoles {
 		d.ConsoleListen = o.addr(10 + i)
@@ -703,25 +804,31 @@ func sharingStore(o Options, spec ProviderSpec) (*provider.Store, error) {
 	return provider.NewStore(provider.Sources{SharingFile: path}, o.Logger.With("provider", spec.ID))
 }
 
-func (f *Federation) startConsumer(ctx context.Context, o Options, w *world) (*Consumer, error) {
+// startConsumer starts consumer i; the first one (the demo's) gets the
+// consoles, the saved settings and BasePort's fixed ports.
+func (f *Federation) startConsumer(ctx context.Context, o Options, w *world, i int, spec ConsumerSpec) (*Consumer, error) {
 	sc := o.Scenario
-	address, _ := geo.LoopbackAddress(sc.Consumer.Region, 10) // checked by Scenario.Validate
-	log := o.Logger.With("consumer", ConsumerID)
-	node := cluster.NodeSpec{Name: ConsumerID + "-worker-1", CPU: sc.Consumer.Node.CPU.String(), Memory: sc.Consumer.Node.Memory.String()}
-	c, err := cluster.Start(ctx, cluster.Options{Name: ConsumerID, Addr: net.JoinHostPort(address, "0"), Nodes: []cluster.NodeSpec{node}, Logger: o.Logger.With("cluster", ConsumerID)})
+	address, _ := geo.LoopbackAddress(spec.Region, spec.Host) // checked by checkConsumers
+	log := o.Logger.With("consumer", spec.ID)
+	node := cluster.NodeSpec{Name: spec.ID + "-worker-1", CPU: sc.Consumer.Node.CPU.String(), Memory: sc.Consumer.Node.Memory.String()}
+	c, err := cluster.Start(ctx, cluster.Options{Name: spec.ID, Addr: net.JoinHostPort(address, "0"), Nodes: []cluster.NodeSpec{node}, Logger: o.Logger.With("cluster", spec.ID)})
 	if err != nil {
 		return nil, err
 	}
-	cons := &Consumer{ID: ConsumerID, Address: address, Cluster: c, Namespace: AgentNamespace}
+	cons := &Consumer{ID: spec.ID, Address: address, Cluster: c, Namespace: AgentNamespace}
+	first := i == 0
 	kube, err := kubernetes.NewForConfig(c.RESTConfig())
 	if err != nil {
 		return cons, err
 	}
 	// What the consumer console changed in an earlier run (the simulated
 	// cluster holding the ConsumerPolicy starts empty).
-	saved, found, err := loadConsumerSettings(consumerSettingsPath(o))
-	if err != nil {
-		return cons, err
+	var saved consumerSettings
+	found := false
+	if first {
+		if saved, found, err = loadConsumerSettings(consumerSettingsPath(o)); err != nil {
+			return cons, err
+		}
 	}
 	cons.Workload = workload.New(kube, sc.Workload.Namespace, log)
 	work := workload.Spec{Enabled: o.Workload, Replicas: sc.Workload.Replicas, CPU: sc.Workload.CPU, Memory: sc.Workload.Memory}
@@ -732,23 +839,27 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, w *world) (*C
 	if err := cons.Workload.Set(work); err != nil {
 		return cons, err
 	}
-	b, err := f.bundle(o, w.pkiDir, ConsumerID, api.RoleConsumer)
+	b, err := f.bundle(o, w.pkiDir, spec.ID, api.RoleConsumer)
 	if err != nil {
 		return cons, err
 	}
 	d := f.agentDeps(o, w, b, c, log)
 	d.AdvertisedIP, d.LocalAPIListen = address, o.addr(5)
 	d.Model = o.Model
-	if !o.NoConsoles {
+	if !first {
+		d.Console = agentcmd.ConsoleDeps{}
+	}
+	if first && !o.NoConsoles {
 		d.ConsoleListen = o.addr(4)
 		d.Console.Consumer = func(cc *console.Consumer) web.ConsumerBackend {
 			return &workloadConsumer{Consumer: cc, w: cons.Workload, kube: kube, f: f, settings: consumerSettingsPath(o)}
 		}
 	}
 	ag := sc.Agents
+	source := netip.MustParseAddr(address) // probes leave from the consumer's own address
 	d.TuneConsumer = func(c *consumer.Config) {
 		c.Interval, c.PolicyPoll, c.Resync = ag.ConsumerHeartbeat.Duration, ag.PolicyPoll.Duration, ag.Resync.Duration
-		c.Prober = probe.NewProber(probe.ProberConfig{TTL: ag.ProbeTTL.Duration})
+		c.Prober = probe.NewProber(probe.ProberConfig{TTL: ag.ProbeTTL.Duration, Source: source})
 	}
 	a, err := assemble(ctx, o, api.RoleConsumer, d)
 	if err != nil {
@@ -834,6 +945,29 @@ func (f *Federation) restorePolicy(ctx context.Context, c *cluster.Cluster, save
 	}
 	if l := saved.Policy.Location; l != nil {
 		f.setConsumerLocation(&api.Topology{City: l.City, Region: l.Region, Latitude: l.Latitude, Longitude: l.Longitude})
+	}
+	return nil
+}
+
+// SetPolicy writes the consumer's ConsumerPolicy placement, as its
+// console's policy form does: the agent reads it within its policy poll
+// and heartbeats it to the broker.
+func (c *Consumer) SetPolicy(ctx context.Context, t api.PlacementType, w *api.Weights) error {
+	c.clientOnce.Do(func() {
+		scheme, err := agentcmd.Scheme()
+		if err != nil {
+			c.clientErr = err
+			return
+		}
+		c.client, c.clientErr = client.New(c.Cluster.RESTConfig(), client.Options{Scheme: scheme})
+	})
+	if c.clientErr != nil {
+		return c.clientErr
+	}
+	cl := c.client
+	placement := fav1alpha1.PlacementFromAPI(api.Placement{Type: t, Weights: w})
+	if err := console.UpdatePolicy(ctx, cl, c.Namespace, func(s *fav1alpha1.ConsumerPolicySpec) { s.Placement = placement }); err != nil {
+		return fmt.Errorf("setting %s's policy to %s: %w", c.ID, t, err)
 	}
 	return nil
 }

@@ -86,10 +86,10 @@ func savedWorkloadOf(w workload.Spec) savedWorkload {
 	return savedWorkload{Enabled: w.Enabled, Replicas: w.Replicas, CPU: w.CPU, Memory: w.Memory}
 }
 
-// rttPerKM models the demo's network: a round trip of 1 ms per 100 km of
+// RTTPerKM models the demo's network: a round trip of 1 ms per 100 km of
 // great-circle distance (light in fibre covers about 200 km per ms one
 // way), used once a provider or the consumer was moved from its city.
-const rttPerKM = 10 * time.Microsecond
+const RTTPerKM = 10 * time.Microsecond
 
 // setConsumerLocation records where the consumer says it is (nil: its
 // city) and moves the probe delays.
@@ -107,7 +107,7 @@ func (f *Federation) setConsumerLocation(loc *api.Topology) {
 
 // retuneProbes sets each provider's echo delay: its city's configured
 // ProbeDelay while neither it nor the consumer moved, else the distance
-// between where each says it is (rttPerKM).
+// between where each says it is (RTTPerKM).
 func (f *Federation) retuneProbes() {
 	f.locMu.Lock()
 	defer f.locMu.Unlock()
@@ -130,6 +130,6 @@ func (f *Federation) retuneProbes() {
 			continue
 		}
 		km := placement.DistanceKM(cons.Latitude, cons.Longitude, at.Latitude, at.Longitude)
-		p.echo.SetDelay(time.Duration(km * float64(rttPerKM)))
+		p.echo.SetDelay(time.Duration(km * float64(RTTPerKM)))
 	}
 }

@@ -51,6 +51,9 @@ const (
 	// MetricWeightedScore is Σ weight × normalised metric (Weighted, lower
 	// wins).
 	MetricWeightedScore ExplainMetric = "weightedScore"
+	// MetricRandomDraw is the provider's seeded draw in [0, 1) for this
+	// decision (Random, lowest wins).
+	MetricRandomDraw ExplainMetric = "randomDraw"
 )
 
 // ChunkTypeExplanation is the decision for one chunk type.

@@ -72,6 +72,9 @@ const (
 	// PlacementConsumerChoice is the reference's spelling of Choice,
 	// accepted and applied (and reported) as Choice.
 	PlacementConsumerChoice PlacementType = "ConsumerChoice"
+	// PlacementRandom picks uniformly among the providers with room: the
+	// experiments' baseline (extension), never a production choice.
+	PlacementRandom PlacementType = "Random"
 )
 
 // Role is what a member cluster does in the federation; it is recorded in

@@ -67,6 +67,9 @@ type Options struct {
 	// ChunkWattsStandard and ChunkWattsGPU are one chunk's power draw, for
 	// the carbon of borrowed capacity (0: the placement defaults).
 	ChunkWattsStandard, ChunkWattsGPU float64
+	// RandomSeed seeds the Random placement policy's draws (the
+	// experiments' baseline; docs/placement.md).
+	RandomSeed uint64
 	// HistoryWindow is how long the dashboard's charts and stored history
 	// reach back (0: web.DefaultHistoryWindow).
 	HistoryWindow time.Duration
@@ -138,6 +141,7 @@ API server); every acknowledged change is durable before the answer goes out.`,
 	f.StringVar(&o.ChunkConfig, "chunk-config", "", "YAML or JSON file with the chunk shapes (default: the built-in shapes)")
 	f.Float64Var(&o.ChunkWattsStandard, "chunk-watts-standard", placement.DefaultStandardChunkWatts, "power draw of one standard chunk in watts, for the carbon of borrowed capacity (gCO2eq/h = chunks × kW × grid gCO2eq/kWh)")
 	f.Float64Var(&o.ChunkWattsGPU, "chunk-watts-gpu", placement.DefaultGPUChunkWatts, "power draw of one GPU chunk in watts, for the carbon of borrowed capacity")
+	f.Uint64Var(&o.RandomSeed, "random-seed", 0, "seed of the Random placement policy's draws (the experiments' baseline): the same seed and the same sequence of reservations draw the same providers")
 	f.DurationVar(&o.HistoryWindow, "history-window", web.DefaultHistoryWindow, "how far back the dashboard's charts reach; their samples (every 5s) are stored in the broker's database and kept across restarts for this long")
 	f.StringVar(&o.Currency, "currency", web.DefaultCurrency, "ISO 4217 code the dashboard shows prices in (placement compares prices as numbers: the federation prices in one currency)")
 	f.StringVar(&o.DashboardToken, "dashboard-token", "", "bearer token required for the overview and the dashboard pages (health, readiness and metrics stay open)")
@@ -428,7 +432,7 @@ func openService(o Options, chunks placement.ChunkConfig, log *slog.Logger) (*re
 		DisconnectGrace:    o.DisconnectGrace,
 		Thresholds:         ptr(o.thresholds()),
 		ReevaluateInterval: o.ReevaluateInterval,
-		Placer:             placement.NewIndex(chunks, placement.WithChunkWatts(o.chunkWatts())),
+		Placer:             placement.NewIndex(chunks, placement.WithChunkWatts(o.chunkWatts()), placement.WithRandomSeed(o.RandomSeed)),
 	})
 	if err != nil {
 		_ = st.Close()

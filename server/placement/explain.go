@@ -185,6 +185,8 @@ func (v *viewCtx) explainMetric() (m api.ExplainMetric, higherIsBetter bool) {
 		return api.MetricDistance, false
 	case v.scored():
 		return api.MetricWeightedScore, false
+	case v.policy == api.PlacementRandom:
+		return api.MetricRandomDraw, false
 	}
 	return api.MetricStandardScore, true
 }
@@ -197,6 +199,8 @@ func (v *viewCtx) explainValue(ps *provState, ti int) (float64, bool) {
 		return 1 - v.ix.standardKey(ps, ti), true
 	case api.MetricWeightedScore:
 		return v.weighted[ti].score(v, ps, ti), true
+	case api.MetricRandomDraw:
+		return v.randomDraw(ps, ti), true
 	}
 	return v.metricOf(ps, ti)
 }

@@ -157,6 +157,10 @@ type Index struct {
 	// because View fills it under the read lock).
 	cacheMu   sync.Mutex
 	distCache map[string]*distCache
+	// seed and draws are the Random policy's: a consumer's draw number per
+	// chunk type counts the reservations it started (see randomPick).
+	seed  uint64
+	draws map[drawKey]uint64
 }
 
 // NewIndex returns an empty Index cutting capacity with cfg, which must be
@@ -170,6 +174,7 @@ func NewIndex(cfg ChunkConfig, opts ...Option) *Index {
 		usage:     map[groupKey]*groupUsage{},
 		held:      map[string]map[groupKey]Usage{},
 		distCache: map[string]*distCache{},
+		draws:     map[drawKey]uint64{},
 		watts:     [numTypes]float64{DefaultGPUChunkWatts, DefaultStandardChunkWatts},
 	}
 	for i := range ix.trees {
@@ -283,6 +288,9 @@ func (ix *Index) RemoveConsumer(id string) {
 		ix.epoch++
 	}
 	delete(ix.consumers, id)
+	for ti := range chunkTypes {
+		delete(ix.draws, drawKey{id, ti})
+	}
 	ix.cacheMu.Lock()
 	delete(ix.distCache, id)
 	ix.cacheMu.Unlock()
@@ -314,7 +322,11 @@ func (ix *Index) SetUsage(providerID string, t api.ChunkType, consumerID string,
 		g = &groupUsage{byConsumer: map[string]Usage{}}
 		ix.usage[k] = g
 	}
-	g.live -= g.byConsumer[consumerID].Live
+	before := g.byConsumer[consumerID]
+	if u.Live > before.Live {
+		ix.draws[drawKey{consumerID, ti}]++ // a reservation started: a new Random draw
+	}
+	g.live -= before.Live
 	if u == (Usage{}) {
 		delete(g.byConsumer, consumerID)
 		if h := ix.held[consumerID]; h != nil {

@@ -53,7 +53,7 @@ func NormalizePolicy(t api.PlacementType) (applied api.PlacementType, known bool
 		return api.PlacementStandard, true
 	case api.PlacementConsumerChoice:
 		return api.PlacementChoice, true
-	case api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted, api.PlacementChoice:
+	case api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency, api.PlacementWeighted, api.PlacementChoice, api.PlacementRandom:
 		return t, true
 	}
 	return api.PlacementStandard, false

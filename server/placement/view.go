@@ -160,6 +160,8 @@ func (v *viewCtx) decide() {
 			v.weightedPick(ti)
 		case v.policy == api.PlacementChoice:
 			v.choice(ti)
+		case v.policy == api.PlacementRandom:
+			v.randomPick(ti)
 		default:
 			v.ranked(ti)
 		}

@@ -3,7 +3,7 @@ package v1alpha1
 import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // PlacementStrategy is how the broker ranks providers for a consumer.
-// +kubebuilder:validation:Enum=Standard;Price;Eco;Latency;Weighted;Choice;ConsumerChoice
+// +kubebuilder:validation:Enum=Standard;Price;Eco;Latency;Weighted;Choice;ConsumerChoice;Random
 type PlacementStrategy string
 
 // Placement strategies. Weighted and Choice are this project's extensions
@@ -16,6 +16,9 @@ const (
 	PlacementLatency  PlacementStrategy = "Latency"
 	PlacementWeighted PlacementStrategy = "Weighted"
 	PlacementChoice   PlacementStrategy = "Choice"
+	// PlacementRandom is the experiments' baseline: uniform among the
+	// providers with room (docs/experiments.md).
+	PlacementRandom PlacementStrategy = "Random"
 )
 
 // PlacementWeights are the Weighted strategy's relative metric weights. Each

@@ -1,0 +1,373 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/agentcmd"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// Options configure Run.
+type Options struct {
+	Logger *slog.Logger
+	// Progress receives one line per step and per iteration (nil: none).
+	Progress func(string)
+	// WorkDir holds the run's PKI and broker database (default: a
+	// temporary folder, removed afterwards).
+	WorkDir string
+}
+
+// Timeouts of a run's waits (each says what it waited for when it fails).
+const (
+	// ReadyTimeout bounds the wait for every provider to advertise and
+	// every consumer to heartbeat (at 30 × 70 start-up takes about a
+	// minute on two cores).
+	ReadyTimeout = 5 * time.Minute
+	// DrainTimeout bounds the wait, after a phase, for every reservation to
+	// be released.
+	DrainTimeout = 2 * time.Minute
+	// pollEvery is how often the broker's overview is read for new
+	// reservations.
+	pollEvery = 250 * time.Millisecond
+)
+
+// runner is one run.
+type runner struct {
+	cfg       *Config
+	opts      Options
+	log       *slog.Logger
+	fed       *demo.Federation
+	cond      *Conditions
+	providers []Site
+	consumers []Site
+	provIdx   map[string]int
+	consIdx   map[string]int
+	byAddr    map[netip.Addr]int
+	local     []*localapi.Client
+	http      *http.Client
+	rec       *Records
+	started   time.Time
+	// last is the sampler's latest overview.
+	last atomic.Pointer[api.Overview]
+}
+
+// Run builds the federation, runs every phase and returns what it saw;
+// Analyze and Write turn that into the results.
+func Run(ctx context.Context, cfg *Config, o Options) (*Records, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	r := &runner{cfg: cfg, opts: o, log: o.Logger, rec: &Records{}, http: &http.Client{Timeout: 10 * time.Second}, started: time.Now()}
+	r.sites()
+	r.cond = NewConditions(cfg, r.providers, r.consumers)
+	dir := o.WorkDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "fa-experiment-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	if err := r.start(ctx, dir); err != nil {
+		return nil, err
+	}
+	defer func() { _ = r.fed.Stop() }()
+	for i, p := range cfg.Phases {
+		if err := r.phase(ctx, i, p); err != nil {
+			return r.rec, fmt.Errorf("phase %s (%s): %w", p.Name, p.Policy, err)
+		}
+	}
+	return r.rec, nil
+}
+
+// sites places the providers and consumers: the configured regions in
+// turn, or regions drawn from mock-geo's table with the seed.
+func (r *runner) sites() {
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0x5173))
+	regions := Regions()
+	pick := func(list []string, i int) string {
+		if len(list) > 0 {
+			return list[i%len(list)]
+		}
+		return regions[rng.IntN(len(regions))]
+	}
+	site := func(id, region string) Site {
+		home, _ := geo.Home(region)
+		return Site{ID: id, Region: region, Lat: home.Latitude, Lon: home.Longitude}
+	}
+	r.provIdx, r.consIdx, r.byAddr = map[string]int{}, map[string]int{}, map[netip.Addr]int{}
+	for i := range r.cfg.Providers {
+		s := site(fmt.Sprintf("p%03d", i+1), pick(r.cfg.ProviderRegions, i))
+		r.provIdx[s.ID] = i
+		r.providers = append(r.providers, s)
+	}
+	for i := range r.cfg.Consumers {
+		s := site(fmt.Sprintf("c%03d", i+1), pick(r.cfg.ConsumerRegions, i))
+		r.consIdx[s.ID] = i
+		r.consumers = append(r.consumers, s)
+	}
+}
+
+// scenario is the demo's world with the experiment's cadences, a consumer
+// node too small for a workload pod (every pod needs a borrowed chunk)
+// and pods that take one standard chunk each.
+func (r *runner) scenario() (*demo.Scenario, error) {
+	sc, err := demo.DefaultScenario()
+	if err != nil {
+		return nil, err
+	}
+	cd := r.cfg.Cadences
+	sc.Agents.ConsumerHeartbeat, sc.Agents.PolicyPoll, sc.Agents.ProbeTTL = cd.Heartbeat, cd.PolicyPoll, cd.ProbeTTL
+	sc.Agents.Resync = cd.Heartbeat
+	sc.Consumer.Node = demo.NodeScenario{CPU: resource.MustParse("1"), Memory: resource.MustParse("2Gi")}
+	sc.Workload = demo.WorkloadScenario{Namespace: "experiment", CPU: resource.MustParse("1500m"), Memory: resource.MustParse("1Gi")}
+	return sc, sc.Validate()
+}
+
+func (r *runner) start(ctx context.Context, dir string) error {
+	sc, err := r.scenario()
+	if err != nil {
+		return err
+	}
+	prng := rand.New(rand.NewPCG(r.cfg.Seed, 0x9a1ce))
+	var provs []demo.ProviderSpec
+	n := r.cfg.ChunksPerProvider
+	for _, s := range r.providers {
+		provs = append(provs, demo.ProviderSpec{
+			ID: s.ID, Region: s.Region, Nodes: 1, NodeCPU: fmt.Sprint(2 * n), NodeMemory: fmt.Sprintf("%dGi", 4*n),
+			CPUPrice: fmt.Sprintf("%.3f", 0.02+0.03*prng.Float64()), MemoryPrice: fmt.Sprintf("%.4f", 0.002+0.003*prng.Float64()),
+		})
+	}
+	var cons []demo.ConsumerSpec
+	for i, s := range r.consumers {
+		cons = append(cons, demo.ConsumerSpec{ID: s.ID, Region: s.Region, Host: byte(demo.MinExtraConsumerHost + i)})
+	}
+	cd := r.cfg.Cadences
+	r.opts.Progress(fmt.Sprintf("starting the federation: %d providers, %d consumers (the demo's wiring)", len(provs), len(cons)))
+	fed, err := demo.Start(ctx, demo.Options{
+		DataDir: dir, Providers: provs, Consumers: cons, Scenario: sc, NoConsoles: true,
+		Carbon:     func(p demo.ProviderSpec) agentcmd.CarbonSource { return carbonSource{r, r.provIdx[p.ID]} },
+		RandomSeed: r.cfg.Seed, PeeringDelay: cd.PeeringDelay.Duration, ScanInterval: cd.Scan.Duration,
+		ScaleDownUnneededTime: cd.ScaleDownUnneeded.Duration, AdvertiseInterval: cd.Advertisement.Duration,
+		Logger: r.log, Progress: func(s string) { r.log.Debug(s) },
+	})
+	if err != nil {
+		return fmt.Errorf("starting the federation: %w", err)
+	}
+	r.fed = fed
+	for i, c := range fed.Consumers {
+		r.byAddr[netip.MustParseAddr(c.Address)] = i
+		cl, err := localapi.NewClient(c.LocalAPIURL, nil)
+		if err != nil {
+			return err
+		}
+		r.local = append(r.local, cl)
+	}
+	for _, p := range fed.Providers {
+		pi := r.provIdx[p.Spec.ID]
+		p.ProbeResponder().SetDelayFunc(func(from netip.Addr) time.Duration {
+			c, ok := r.byAddr[from]
+			if !ok {
+				return 0
+			}
+			return time.Duration(r.cond.LatencyAt(r.cond.Tau(time.Now()), c, pi) * float64(time.Millisecond))
+		})
+	}
+	return r.waitReady(ctx)
+}
+
+// carbonSource is one provider's carbon: the generator's value now.
+type carbonSource struct {
+	r *runner
+	p int
+}
+
+func (c carbonSource) Carbon(context.Context, string) (location.Carbon, error) {
+	now := time.Now()
+	return location.Carbon{Intensity: c.r.cond.CarbonAt(c.r.cond.Tau(now), c.p), FetchedAt: now}, nil
+}
+
+// overview reads the broker's overview from its dashboard listener.
+func (r *runner) overview(ctx context.Context) (*api.Overview, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.fed.DashboardURL+"/api/v1/overview", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading the broker's overview: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("reading the broker's overview: %s", resp.Status)
+	}
+	var ov api.Overview
+	if err := json.NewDecoder(resp.Body).Decode(&ov); err != nil {
+		return nil, fmt.Errorf("decoding the broker's overview: %w", err)
+	}
+	return &ov, nil
+}
+
+// until polls the overview until done says so, or fails after timeout
+// naming what it waited for and what it saw last.
+func (r *runner) until(ctx context.Context, timeout time.Duration, what string, done func(*api.Overview) (bool, string)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last string
+	for {
+		if ov, err := r.overview(ctx); err == nil {
+			ok, seen := done(ov)
+			if ok {
+				return nil
+			}
+			last = seen
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waited %s for %s; last seen: %s", timeout, what, last)
+		case <-r.fed.Done():
+			return fmt.Errorf("the federation stopped while waiting for %s", what)
+		case <-time.After(pollEvery):
+		}
+	}
+}
+
+func (r *runner) waitReady(ctx context.Context) error {
+	r.opts.Progress("waiting for every provider to advertise and every consumer to heartbeat")
+	return r.until(ctx, ReadyTimeout, "every provider and consumer", func(ov *api.Overview) (bool, string) {
+		avail := 0
+		for _, a := range ov.Advertisements {
+			if a.Available && a.CarbonIntensity != nil && a.Topology != nil {
+				avail++
+			}
+		}
+		located := 0
+		for _, c := range ov.Consumers {
+			if c.Latitude != nil {
+				located++
+			}
+		}
+		return avail == len(r.providers) && located == len(r.consumers),
+			fmt.Sprintf("%d/%d providers advertised with carbon and location, %d/%d consumers heartbeated with a location", avail, len(r.providers), located, len(r.consumers))
+	})
+}
+
+// setPolicy writes every consumer's ConsumerPolicy and waits until the
+// broker applies it to all of them.
+func (r *runner) setPolicy(ctx context.Context, p Phase) error {
+	errs := make([]error, len(r.fed.Consumers))
+	var wg sync.WaitGroup
+	for i, c := range r.fed.Consumers {
+		wg.Go(func() { errs[i] = c.SetPolicy(ctx, p.Policy, p.Weights) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return r.until(ctx, time.Minute, "every consumer to apply "+string(p.Policy), func(ov *api.Overview) (bool, string) {
+		n := 0
+		for _, c := range ov.Consumers {
+			if c.AppliedPlacement == p.Policy {
+				n++
+			}
+		}
+		return n == len(r.consumers), fmt.Sprintf("%d/%d consumers on %s", n, len(r.consumers), p.Policy)
+	})
+}
+
+// setDemand sets every consumer's workload to n pods of one chunk each.
+func (r *runner) setDemand(n int) error {
+	sc, err := r.scenario()
+	if err != nil {
+		return err
+	}
+	for _, c := range r.fed.Consumers {
+		spec := workload.Spec{Enabled: n > 0, Replicas: int32(n), CPU: sc.Workload.CPU, Memory: sc.Workload.Memory}
+		if err := c.Workload.Set(spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain ends a phase: no demand, then every reservation released.
+func (r *runner) drain(ctx context.Context) error {
+	if err := r.setDemand(0); err != nil {
+		return err
+	}
+	return r.until(ctx, DrainTimeout, "every reservation to be released", func(ov *api.Overview) (bool, string) {
+		live := 0
+		for _, res := range ov.Reservations {
+			if !res.Status.Terminal() {
+				live++
+			}
+		}
+		return live == 0, fmt.Sprintf("%d live reservations", live)
+	})
+}
+
+// phase runs one phase: the policy, the generators restarted, the
+// iterations at their fixed relative instants, the samplers, the drain.
+func (r *runner) phase(ctx context.Context, i int, p Phase) error {
+	r.opts.Progress(fmt.Sprintf("phase %d/%d %s: %s", i+1, len(r.cfg.Phases), p.Name, p.Policy))
+	if err := r.setPolicy(ctx, p); err != nil {
+		return err
+	}
+	start := time.Now()
+	r.cond.Restart(start)
+	pctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); r.sample(pctx, p, start) }()
+	seen := newSeen()
+	if r.cfg.Mode == ModeReserve {
+		wg.Add(1)
+		go func() { defer wg.Done(); r.watchReservations(pctx, p, seen) }()
+	}
+	err := r.iterations(ctx, p, start, seen)
+	cancel()
+	wg.Wait()
+	if err != nil {
+		return err
+	}
+	if r.cfg.Mode == ModeReserve {
+		return r.drain(ctx)
+	}
+	return nil
+}
+
+// wait sleeps until t (a scheduled instant of the phase).
+func (r *runner) wait(ctx context.Context, t time.Time) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.fed.Done():
+		return fmt.Errorf("the federation stopped")
+	case <-time.After(time.Until(t)):
+		return nil
+	}
+}
