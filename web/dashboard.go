@@ -183,9 +183,11 @@ func (d *Dashboard) Run(ctx context.Context) error {
 // With a Versioned source an unchanged state costs no overview read.
 func (d *Dashboard) sample(ctx context.Context) {
 	if d.opts.HistoryStore != nil {
-		if err := d.hist.restore(ctx, d.opts.HistoryStore, d.site.clock.Now()); err != nil {
+		evs, err := d.hist.restore(ctx, d.opts.HistoryStore, d.site.clock.Now())
+		if err != nil {
 			d.site.log.Warn("Dashboard history not fully restored", "err", err)
 		}
+		d.evs.restore(evs)
 	}
 	tick := d.site.clock.NewTicker(d.hist.every)
 	defer tick.Stop()
@@ -195,8 +197,12 @@ func (d *Dashboard) sample(ctx context.Context) {
 			d.hist.record(now, ov.Advertisements, ov.Consumers)
 			d.evs.record(ov)
 			if d.opts.HistoryStore != nil {
-				if err := d.hist.persist(ctx, d.opts.HistoryStore, now); err != nil && ctx.Err() == nil {
-					d.site.log.Warn("Dashboard history not stored", "err", err)
+				evs := d.evs.takeUnsaved()
+				if err := d.hist.persist(ctx, d.opts.HistoryStore, now, evs); err != nil {
+					d.evs.requeue(evs)
+					if ctx.Err() == nil {
+						d.site.log.Warn("Dashboard history not stored", "err", err)
+					}
 				}
 			}
 		}

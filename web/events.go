@@ -11,7 +11,8 @@ import (
 )
 
 // MaxEvents bounds the dashboard's events log: the newest this many
-// finished instructions and ended reservations are kept (in memory) and
+// finished instructions and ended reservations are kept (in memory, and
+// stored with the history samples when the dashboard has a HistoryStore) and
 // shown; older ones are dropped.
 const MaxEvents = 100
 
@@ -32,14 +33,43 @@ type event struct {
 // eventLog keeps the newest MaxEvents events, so they outlive the broker
 // forgetting its terminal reservations (15 min) and enforced instructions
 // (5 min). It is fed from the overview by the sampler and by every render.
+// The events not yet written to the history store are marked unsaved; the
+// sampler takes them with each stored sample, so the log survives a broker
+// restart for as long as the history window keeps their sample.
 type eventLog struct {
-	mu     sync.Mutex
-	max    int
-	events map[string]event
+	mu      sync.Mutex
+	max     int
+	events  map[string]event
+	unsaved map[string]bool
 }
 
 func newEventLog(limit int) *eventLog {
-	return &eventLog{max: limit, events: map[string]event{}}
+	return &eventLog{max: limit, events: map[string]event{}, unsaved: map[string]bool{}}
+}
+
+// storedEvent is an event as the history store keeps it.
+type storedEvent struct {
+	Key      string    `json:"k"`
+	At       time.Time `json:"t"`
+	Kind     string    `json:"kd"`
+	Class    string    `json:"cl,omitempty"`
+	Consumer string    `json:"c,omitempty"`
+	Provider string    `json:"p,omitempty"`
+	Subject  string    `json:"s,omitempty"`
+	Text     string    `json:"x,omitempty"`
+}
+
+func (e event) stored() storedEvent {
+	return storedEvent{Key: e.key, At: e.at, Kind: e.kind, Class: e.class, Consumer: e.consumer, Provider: e.provider, Subject: e.subject, Text: e.text}
+}
+
+func (s storedEvent) event() event {
+	return event{key: s.Key, at: s.At, kind: s.Kind, class: s.Class, consumer: s.Consumer, provider: s.Provider, subject: s.Subject, text: s.Text}
+}
+
+func (e event) same(o event) bool {
+	return e.key == o.key && e.at.Equal(o.at) && e.kind == o.kind && e.class == o.class &&
+		e.consumer == o.consumer && e.provider == o.provider && e.subject == o.subject && e.text == o.text
 }
 
 // overviewEvents returns the finished things of an overview.
@@ -122,15 +152,59 @@ func (l *eventLog) record(ov api.Overview) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, e := range evs {
+		if old, ok := l.events[e.key]; ok && old.same(e) {
+			continue
+		}
 		l.events[e.key] = e
+		l.unsaved[e.key] = true
 	}
+	l.trimLocked()
+}
+
+// trimLocked drops the oldest events beyond max.
+func (l *eventLog) trimLocked() {
 	if len(l.events) <= l.max {
 		return
 	}
 	all := l.sortedLocked()
 	for _, e := range all[l.max:] {
 		delete(l.events, e.key)
+		delete(l.unsaved, e.key)
 	}
+}
+
+// takeUnsaved returns the events not yet stored and marks them stored.
+func (l *eventLog) takeUnsaved() []event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]event, 0, len(l.unsaved))
+	for k := range l.unsaved {
+		out = append(out, l.events[k])
+	}
+	clear(l.unsaved)
+	return out
+}
+
+// requeue marks events whose store write failed as unsaved again (those
+// still in the log).
+func (l *eventLog) requeue(evs []event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range evs {
+		if _, ok := l.events[e.key]; ok {
+			l.unsaved[e.key] = true
+		}
+	}
+}
+
+// restore puts stored events (oldest record first) back into the log.
+func (l *eventLog) restore(evs []event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range evs {
+		l.events[e.key] = e
+	}
+	l.trimLocked()
 }
 
 // snapshot returns the events newest first.

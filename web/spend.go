@@ -75,11 +75,12 @@ func consumerRates(cs []api.OverviewConsumer) map[string]float64 {
 	return out
 }
 
-// historyRecord is one stored sample: every provider's sample and the
-// spend book after it.
+// historyRecord is one stored sample: every provider's sample, the spend
+// book after it, and the events logged since the previous record.
 type historyRecord struct {
 	Providers map[string]storedSample `json:"p"`
 	Spend     spendBook               `json:"s"`
+	Events    []storedEvent           `json:"e,omitempty"`
 }
 
 type storedSample struct {
@@ -88,10 +89,14 @@ type storedSample struct {
 	Carbon   *float64 `json:"c,omitempty"`
 }
 
-// persist stores the newest sample of every provider and the spend book.
-func (h *history) persist(ctx context.Context, st HistoryStore, now time.Time) error {
+// persist stores the newest sample of every provider, the spend book and
+// the events not stored yet.
+func (h *history) persist(ctx context.Context, st HistoryStore, now time.Time, evs []event) error {
 	h.mu.Lock()
 	rec := historyRecord{Providers: make(map[string]storedSample, len(h.series)), Spend: h.spend}
+	for _, e := range evs {
+		rec.Events = append(rec.Events, e.stored())
+	}
 	for id, ring := range h.series {
 		if len(ring) == 0 {
 			continue
@@ -116,11 +121,12 @@ func (h *history) persist(ctx context.Context, st HistoryStore, now time.Time) e
 	return st.AppendHistory(ctx, now, data, now.Add(-h.window))
 }
 
-// restore replays the stored history (oldest first) into the rings and
-// takes the newest spend book. A record that does not decode is skipped
-// and counted in the error.
-func (h *history) restore(ctx context.Context, st HistoryStore, now time.Time) error {
+// restore replays the stored history (oldest first) into the rings, takes
+// the newest spend book and returns the stored events, oldest record
+// first. A record that does not decode is skipped and counted in the error.
+func (h *history) restore(ctx context.Context, st HistoryStore, now time.Time) ([]event, error) {
 	bad := 0
+	var evs []event
 	err := st.LoadHistory(ctx, func(at time.Time, data []byte) error {
 		var rec historyRecord
 		if err := json.Unmarshal(data, &rec); err != nil {
@@ -140,15 +146,18 @@ func (h *history) restore(ctx context.Context, st HistoryStore, now time.Time) e
 			h.series[id] = h.trim(now, append(h.series[id], s))
 		}
 		h.spend = rec.Spend
+		for _, se := range rec.Events {
+			evs = append(evs, se.event())
+		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("load the dashboard history: %w", err)
+		return evs, fmt.Errorf("load the dashboard history: %w", err)
 	}
 	if bad > 0 {
-		return fmt.Errorf("load the dashboard history: %d stored samples did not decode and were skipped", bad)
+		return evs, fmt.Errorf("load the dashboard history: %d stored samples did not decode and were skipped", bad)
 	}
-	return nil
+	return evs, nil
 }
 
 // consumerTotals is one consumer's (or the federation's) totals.

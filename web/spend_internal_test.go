@@ -2,10 +2,14 @@ package web
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"math"
 	"sort"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -72,7 +76,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	for i := range 200 { // 1000 s: more than the window
 		now := t0.Add(time.Duration(i) * 5 * time.Second)
 		h.record(now, []api.AdvertisementSnapshot{ad("paris", int32(i%3), 0.05, now, true)}, spend(0.36))
-		if err := h.persist(context.Background(), st, now); err != nil {
+		if err := h.persist(context.Background(), st, now, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +85,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 		t.Fatalf("store holds %d samples, more than the window", len(st.at))
 	}
 	h2 := newHistory(10*time.Minute, 5*time.Second)
-	if err := h2.restore(context.Background(), st, end); err != nil {
+	if _, err := h2.restore(context.Background(), st, end); err != nil {
 		t.Fatal(err)
 	}
 	ids1, s1 := h.snapshot()
@@ -127,5 +131,76 @@ func TestBuildTotals(t *testing.T) {
 	}
 	if rows[0].Consumer != "idle" || rows[0].Dear != dash {
 		t.Errorf("idle %+v", rows[0])
+	}
+}
+
+// TestEventsSurviveRestart: the events log is stored with the history
+// samples, each event once (in the sample after it was logged, again only
+// when it changed), and a dashboard restored from the store shows the same
+// events, newest first; a failed store write keeps the events for the next.
+func TestEventsSurviveRestart(t *testing.T) {
+	st := &memHistory{}
+	t0 := time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC)
+	h, log := newHistory(10*time.Minute, 5*time.Second), newEventLog(MaxEvents)
+	ended := func(id string, at time.Time) api.OverviewReservation {
+		return api.OverviewReservation{ReservationResponse: api.ReservationResponse{
+			ReservationID: id, ConsumerClusterID: "lyon", ProviderClusterID: "paris", ChunkCount: 1, ChunkType: api.ChunkStandard,
+			Status: api.PhaseReleased, CreatedAt: metav1.NewTime(t0),
+		}, TerminatedAt: mtp(at)}
+	}
+	var ov api.Overview
+	for i := range 10 {
+		now := t0.Add(time.Duration(i) * 5 * time.Second)
+		if i%3 == 0 { // a new ended reservation every third sample; the older ones stay in the overview
+			ov.Reservations = append(ov.Reservations, ended(fmt.Sprintf("r-%d", i), now))
+		}
+		log.record(ov)
+		if err := h.persist(context.Background(), st, now, log.takeUnsaved()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stored := 0
+	for _, data := range st.data {
+		var rec historyRecord
+		if err := json.Unmarshal(data, &rec); err != nil {
+			t.Fatal(err)
+		}
+		stored += len(rec.Events)
+	}
+	if stored != 4 {
+		t.Fatalf("%d events stored over 10 samples, want each of the 4 once", stored)
+	}
+	// A write that fails keeps its events for the next one.
+	ov.Reservations = append(ov.Reservations, ended("r-late", t0.Add(time.Minute)))
+	log.record(ov)
+	evs := log.takeUnsaved()
+	if len(evs) != 1 {
+		t.Fatalf("unsaved %+v, want r-late only", evs)
+	}
+	log.requeue(evs)
+	if err := h.persist(context.Background(), st, t0.Add(time.Minute), log.takeUnsaved()); err != nil {
+		t.Fatal(err)
+	}
+
+	h2, log2 := newHistory(10*time.Minute, 5*time.Second), newEventLog(MaxEvents)
+	restored, err := h2.restore(context.Background(), st, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log2.restore(restored)
+	want, got := log.snapshot(), log2.snapshot()
+	if len(got) != 5 || len(got) != len(want) {
+		t.Fatalf("restored %d events, want the 5 logged", len(got))
+	}
+	for i := range want {
+		if !want[i].same(got[i]) {
+			t.Errorf("event %d: %+v restored as %+v", i, want[i], got[i])
+		}
+	}
+	if got[0].subject != "r-late" {
+		t.Errorf("newest restored event %q, want r-late", got[0].subject)
+	}
+	if len(log2.takeUnsaved()) != 0 {
+		t.Error("restored events are marked unsaved: they would be stored twice")
 	}
 }
