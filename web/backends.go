@@ -110,6 +110,9 @@ type ConsumerReservation struct {
 	Manual    bool
 	CreatedAt time.Time
 	Message   string
+	// GraceUntil is set while the reservation's provider is disconnected
+	// and the broker keeps the reservation in its disconnect grace.
+	GraceUntil *time.Time
 }
 
 // VirtualNode is a virtual node of the consumer cluster.

@@ -506,9 +506,10 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 		if r.Manual {
 			origin = "manual"
 		}
+		phase, class := phaseLabel(r.Phase, r.GraceUntil)
 		v.Reservations = append(v.Reservations, views.ConsumerReservationRow{
 			ID: r.ID, Provider: r.ProviderClusterID, Chunks: chunksLabel(r.ChunkCount, r.ChunkType),
-			Phase: string(r.Phase), PhaseClass: phaseClass(r.Phase), Origin: origin, Created: ago(now, r.CreatedAt),
+			Phase: phase, PhaseClass: class, Origin: origin, Created: ago(now, r.CreatedAt),
 			Releasable: !r.Phase.Terminal() && r.Phase != api.PhaseUnpeering,
 		})
 	}

@@ -371,14 +371,15 @@ func reservationRows(in []api.OverviewReservation) []views.ReservationRow {
 	}
 	out := make([]views.ReservationRow, 0, len(rs))
 	for _, r := range rs {
+		var grace *time.Time
+		if r.GraceUntil != nil {
+			grace = &r.GraceUntil.Time
+		}
+		phase, class := phaseLabel(r.Status, grace)
 		row := views.ReservationRow{
 			ID: r.ReservationID, Consumer: r.ConsumerClusterID, Provider: r.ProviderClusterID,
-			Chunks: chunksLabel(r.ChunkCount, r.ChunkType), Phase: string(r.Status), PhaseClass: phaseClass(r.Status),
+			Chunks: chunksLabel(r.ChunkCount, r.ChunkType), Phase: phase, PhaseClass: class,
 			Created: clockTime(r.CreatedAt.Time),
-		}
-		if r.GraceUntil != nil {
-			row.Phase += ", provider disconnected, grace until " + clockTime(r.GraceUntil.Time)
-			row.PhaseClass = "warn"
 		}
 		for i, h := range r.History {
 			row.Timeline = append(row.Timeline, views.Step{

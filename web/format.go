@@ -213,6 +213,16 @@ func phaseClass(p api.Phase) string {
 	}
 }
 
+// phaseLabel is a reservation's phase as the pages show it, with the
+// disconnect grace when its provider is gone: "Peered, provider
+// disconnected, grace until 14:03:10", amber.
+func phaseLabel(p api.Phase, graceUntil *time.Time) (label, class string) {
+	if graceUntil == nil {
+		return string(p), phaseClass(p)
+	}
+	return string(p) + ", provider disconnected, grace until " + clockTime(*graceUntil), "warn"
+}
+
 func chunksLabel(n int32, t api.ChunkType) string {
 	if t == "" {
 		t = api.ChunkStandard

@@ -368,10 +368,15 @@ func (c *Consumer) reservations(ctx context.Context, vns []localapi.VirtualNode)
 	}
 	var out []web.ConsumerReservation
 	add := func(r api.ReservationResponse, manual bool) {
-		out = append(out, web.ConsumerReservation{
+		cr := web.ConsumerReservation{
 			ID: r.ReservationID, ProviderClusterID: r.ProviderClusterID, ChunkType: r.ChunkType, ChunkCount: r.ChunkCount,
 			Phase: r.Status, Manual: manual, CreatedAt: r.CreatedAt.Time, Message: r.Message,
-		})
+		}
+		if r.GraceUntil != nil {
+			g := r.GraceUntil.Time
+			cr.GraceUntil = &g
+		}
+		out = append(out, cr)
 	}
 	c.mu.Lock()
 	for id, m := range c.manual {
