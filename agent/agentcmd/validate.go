@@ -21,65 +21,99 @@ const maxChoiceAuditSize = 4096
 // Validate checks every flag without touching a file, the network or the
 // cluster, and says how to fix each mistake (all of them at once).
 func (o *Options) Validate() error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var p problems
 	role := api.Role(o.Role)
 	if role != api.RoleProvider && role != api.RoleConsumer {
-		add("--role %q: use provider or consumer", o.Role)
+		p.addf("--role %q: use provider or consumer", o.Role)
 	}
 	if o.Bundle == "" {
-		add("--bundle is required: the join bundle made by 'federation-autoscaler pki join'")
+		p.addf("--bundle is required: the join bundle made by 'federation-autoscaler pki join'")
 	}
+	o.checkDriver(&p)
+	o.checkNames(&p)
+	o.checkListeners(&p)
+	o.checkServices(&p)
+	if _, err := o.Limits.ForListeners(listenerCount(role, o.HealthListen, o.LocalAPIListen, o.ConsoleListen)); err != nil {
+		p.add(err)
+	}
+	o.checkRoleFlags(role, &p)
+	p = append(p, o.checkChoice(role)...)
+	return errors.Join(p...)
+}
+
+// problems collects the mistakes Validate finds, in the order it checks.
+type problems []error
+
+func (p *problems) add(err error) { *p = append(*p, err) }
+
+func (p *problems) addf(format string, args ...any) { p.add(fmt.Errorf(format, args...)) }
+
+// checkDriver checks --liqo-driver and the flags of the driver it picks.
+func (o *Options) checkDriver(p *problems) {
 	if c, ok := o.driverChoice(o.LiqoDriver); ok && c.Validate != nil {
 		if err := c.Validate(); err != nil {
-			errs = append(errs, err)
+			p.add(err)
 		}
 	} else if !ok && o.LiqoDriver != "liqoctl" {
-		add("--liqo-driver %q: use %s", o.LiqoDriver, o.driverNames())
+		p.addf("--liqo-driver %q: use %s", o.LiqoDriver, o.driverNames())
 	}
 	if o.LiqoDriver == "liqoctl" && o.LiqoctlPath == "" {
-		add("--liqoctl-path is empty: give the liqoctl binary (a name on $PATH or a path)")
+		p.addf("--liqoctl-path is empty: give the liqoctl binary (a name on $PATH or a path)")
 	}
+}
+
+// checkNames checks the Kubernetes and Liqo names and the advertised IP.
+func (o *Options) checkNames(p *problems) {
 	if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
-		add("--namespace %q is not a namespace name: %s", o.Namespace, msgs[0])
+		p.addf("--namespace %q is not a namespace name: %s", o.Namespace, msgs[0])
 	}
 	if o.LiqoClusterID != "" {
 		if err := liqo.CheckClusterID("--liqo-cluster-id", o.LiqoClusterID); err != nil {
-			add("%w", err)
+			p.addf("%w", err)
 		}
 	}
 	if msgs := validation.IsDNS1123Label(o.LiqoNamespace); o.LiqoNamespace != "" && len(msgs) > 0 { // "": liqo.DefaultNamespace
-		add("--liqo-namespace %q is not a namespace name: %s", o.LiqoNamespace, msgs[0])
+		p.addf("--liqo-namespace %q is not a namespace name: %s", o.LiqoNamespace, msgs[0])
 	}
 	if o.NodeName != "" {
 		if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
-			add("--node-name %q is not a node name: %s", o.NodeName, msgs[0])
+			p.addf("--node-name %q is not a node name: %s", o.NodeName, msgs[0])
 		}
 	}
 	if o.AdvertisedIP != "" && net.ParseIP(o.AdvertisedIP) == nil {
-		add("--advertised-ip %q is not an IP address", o.AdvertisedIP)
+		p.addf("--advertised-ip %q is not an IP address", o.AdvertisedIP)
 	}
+}
+
+// checkListeners checks every --*-listen address.
+func (o *Options) checkListeners(p *problems) {
 	for _, l := range []struct{ flag, addr string }{
 		{"--local-api-listen", o.LocalAPIListen}, {"--console-listen", o.ConsoleListen},
 		{"--health-listen", o.HealthListen}, {"--probe-listen", o.ProbeListen},
 	} {
 		if err := checkListen(l.addr); err != nil {
-			add("%s %q: %w (or empty to disable)", l.flag, l.addr, err)
+			p.addf("%s %q: %w (or empty to disable)", l.flag, l.addr, err)
 		}
 	}
+}
+
+// checkServices checks the URLs of the simulated geo and eco services.
+func (o *Options) checkServices(p *problems) {
 	if o.MockGeoURL != "" {
 		if _, err := location.NewGeoClient(o.MockGeoURL, nil); err != nil {
-			add("--mock-geo-url: %w", err)
+			p.addf("--mock-geo-url: %w", err)
 		}
 	}
 	if o.MockEcoURL != "" {
 		if _, err := location.NewEcoClient(o.MockEcoURL, nil, nil); err != nil {
-			add("--mock-eco-url: %w", err)
+			p.addf("--mock-eco-url: %w", err)
 		}
 	}
-	if _, err := o.Limits.ForListeners(listenerCount(role, o.HealthListen, o.LocalAPIListen, o.ConsoleListen)); err != nil {
-		errs = append(errs, err)
-	}
+}
+
+// checkRoleFlags refuses the flags of the other role and checks the
+// consumer's --local-api-allowed-hosts.
+func (o *Options) checkRoleFlags(role api.Role, p *problems) {
 	switch role {
 	case api.RoleConsumer:
 		for _, f := range []struct{ flag, value string }{
@@ -87,21 +121,19 @@ func (o *Options) Validate() error {
 			{"--renewable-file", o.RenewableFile}, {"--probe-listen", o.ProbeListen}, {"--mock-eco-url", o.MockEcoURL},
 		} {
 			if f.value != "" {
-				add("%s is a provider flag: the consumer agent would ignore it", f.flag)
+				p.addf("%s is a provider flag: the consumer agent would ignore it", f.flag)
 			}
 		}
 		for _, h := range o.LocalAPIAllowedHosts {
 			if net.ParseIP(h) == nil && len(validation.IsDNS1123Subdomain(strings.TrimSuffix(strings.ToLower(h), "."))) > 0 {
-				add("--local-api-allowed-hosts: %q is neither a DNS name nor an IP address", h)
+				p.addf("--local-api-allowed-hosts: %q is neither a DNS name nor an IP address", h)
 			}
 		}
 	case api.RoleProvider:
 		if len(o.LocalAPIAllowedHosts) > 0 {
-			add("--local-api-allowed-hosts is a consumer flag: the provider agent has no local API")
+			p.addf("--local-api-allowed-hosts is a consumer flag: the provider agent has no local API")
 		}
 	}
-	errs = append(errs, o.checkChoice(role)...)
-	return errors.Join(errs...)
 }
 
 // checkChoice checks the consumer's Choice-policy flags (a provider takes

@@ -161,14 +161,58 @@ type Agent struct {
 
 // New validates cfg and builds the agent.
 func New(cfg Config) (*Agent, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	a := &Agent{
+		cfg:    cfg,
+		log:    cfg.Logger.With("role", "consumer", "cluster", cfg.ClusterID),
+		beat:   make(chan struct{}, 1),
+		resync: make(chan struct{}, 1),
+		rtts:   map[string]float64{},
+		reserveToPeer: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "fa_agent_reserve_to_peer_start_seconds",
+			Help:    "From a reservation accepted through the local API to the start of its Peer handler.",
+			Buckets: []float64{.01, .025, .05, .1, .2, .5, 1, 2, 5, 10, 30},
+		}),
+	}
+	if err := a.registerMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	var err error
+	if a.choice, err = choice.New(choice.Config{
+		HTTP: cfg.ModelHTTP, Clock: cfg.Clock, Logger: a.log, Registerer: cfg.Registerer,
+		AuditSize: cfg.ChoiceAuditSize, MaxCandidates: cfg.ChoiceMaxCandidates,
+	}); err != nil {
+		return nil, err
+	}
+	a.choiceIn = choiceSettings{ep: cfg.Model, err: cfg.Model.Validate()}
+	a.beatStreak = cfg.Tracker.NewStreak("Heartbeat", a.log, cfg.Clock, false)
+	a.buildStreak = cfg.Tracker.NewStreak("Building the heartbeat (reading ConsumerPolicies)", a.log, cfg.Clock, true)
+	a.projStreak = cfg.Tracker.NewStreak("Projecting virtual nodes (Kubernetes API)", a.log, cfg.Clock, true)
+	a.proj = newProjector(a)
+	if a.loop, err = brokerclient.NewLoop(a.loopConfig()); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// validate says which required field of cfg is missing.
+func (cfg Config) validate() error {
 	switch {
 	case cfg.ClusterID == "":
-		return nil, errors.New("consumer agent: no cluster id")
+		return errors.New("consumer agent: no cluster id")
 	case cfg.Namespace == "":
-		return nil, errors.New("consumer agent: no namespace")
+		return errors.New("consumer agent: no namespace")
 	case cfg.Kube == nil || cfg.Client == nil || cfg.Broker == nil || cfg.Driver == nil:
-		return nil, errors.New("consumer agent: Kube, Client, Broker and Driver are required")
+		return errors.New("consumer agent: Kube, Client, Broker and Driver are required")
 	}
+	return nil
+}
+
+// withDefaults fills the optional fields cfg leaves unset.
+func (cfg Config) withDefaults() Config {
 	if cfg.LiqoClusterID == "" {
 		cfg.LiqoClusterID = cfg.ClusterID
 	}
@@ -190,41 +234,31 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &Agent{
-		cfg:    cfg,
-		log:    cfg.Logger.With("role", "consumer", "cluster", cfg.ClusterID),
-		beat:   make(chan struct{}, 1),
-		resync: make(chan struct{}, 1),
-		rtts:   map[string]float64{},
-		reserveToPeer: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "fa_agent_reserve_to_peer_start_seconds",
-			Help:    "From a reservation accepted through the local API to the start of its Peer handler.",
-			Buckets: []float64{.01, .025, .05, .1, .2, .5, 1, 2, 5, 10, 30},
-		}),
+	return cfg
+}
+
+// registerMetrics registers the consumer's own metrics with reg (nil:
+// none).
+func (a *Agent) registerMetrics(reg prometheus.Registerer) error {
+	if reg == nil {
+		return nil
 	}
-	if cfg.Registerer != nil {
-		missing := prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "fa_agent_missing_virtual_nodes_total",
-			Help: "Chunks the broker holds as peered that Resync found without a working local virtual node.",
-		}, func() float64 { return float64(a.missing.Load()) })
-		for _, c := range []prometheus.Collector{a.reserveToPeer, missing} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("registering consumer metrics: %w", err)
-			}
+	missing := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "fa_agent_missing_virtual_nodes_total",
+		Help: "Chunks the broker holds as peered that Resync found without a working local virtual node.",
+	}, func() float64 { return float64(a.missing.Load()) })
+	for _, c := range []prometheus.Collector{a.reserveToPeer, missing} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("registering consumer metrics: %w", err)
 		}
 	}
-	var err error
-	if a.choice, err = choice.New(choice.Config{
-		HTTP: cfg.ModelHTTP, Clock: cfg.Clock, Logger: a.log, Registerer: cfg.Registerer,
-		AuditSize: cfg.ChoiceAuditSize, MaxCandidates: cfg.ChoiceMaxCandidates,
-	}); err != nil {
-		return nil, err
-	}
-	a.choiceIn = choiceSettings{ep: cfg.Model, err: cfg.Model.Validate()}
-	a.beatStreak = cfg.Tracker.NewStreak("Heartbeat", a.log, cfg.Clock, false)
-	a.buildStreak = cfg.Tracker.NewStreak("Building the heartbeat (reading ConsumerPolicies)", a.log, cfg.Clock, true)
-	a.projStreak = cfg.Tracker.NewStreak("Projecting virtual nodes (Kubernetes API)", a.log, cfg.Clock, true)
-	a.proj = newProjector(a)
+	return nil
+}
+
+// loopConfig is the instruction loop's configuration: cfg.LoopConfig with
+// the agent's broker, clock, logger, handlers and hooks.
+func (a *Agent) loopConfig() brokerclient.LoopConfig {
+	cfg := a.cfg
 	lc := cfg.LoopConfig
 	if lc.PollStreak == nil {
 		lc.PollStreak = cfg.Tracker.NewStreak("Fetching instructions", a.log, cfg.Clock, false)
@@ -254,10 +288,7 @@ func New(cfg Config) (*Agent, error) {
 			}
 		},
 	}
-	if a.loop, err = brokerclient.NewLoop(lc); err != nil {
-		return nil, err
-	}
-	return a, nil
+	return lc
 }
 
 // MissingReports is how many missing chunks Resync has reported.

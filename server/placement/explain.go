@@ -87,8 +87,38 @@ func (ix *Index) Explain(consumerID string, override *api.Placement) api.Placeme
 // false when no provider offers the type.
 func (v *viewCtx) explainType(ti int, ids []string) (api.ChunkTypeExplanation, bool) {
 	te := api.ChunkTypeExplanation{ChunkType: chunkTypes[ti], BlockedBy: v.blockedBy[ti], Candidates: []api.PlacementCandidate{}}
-	// Eligible providers in the order the walks read them; under Weighted
-	// by score (the threshold walk reads in several orders at once).
+	eligible := v.eligibleOrder(ti, ids)
+	for i, ps := range eligible {
+		c := v.explainCandidate(ps, ti)
+		c.Rank, c.Outcome = int32(i+1), api.OutcomeEligible
+		if _, ok := v.growable[groupKey{ps.p.ID, ti}]; ok {
+			c.Outcome = api.OutcomeWinner
+			te.Winners = append(te.Winners, ps.p.ID)
+		}
+		te.Candidates = append(te.Candidates, c)
+	}
+	offered := false
+	for _, id := range ids {
+		ps := v.ix.providers[id]
+		offered = offered || ps.total[ti] > 0
+		if c, ok := v.filteredCandidate(ps, ti); ok {
+			te.Candidates = append(te.Candidates, c)
+		}
+	}
+	if len(te.Winners) > 0 && len(eligible) > 1 && eligible[0].p.ID == te.Winners[0] {
+		te.RunnerUp = eligible[1].p.ID
+		if a, b := te.Candidates[0].Metric, te.Candidates[1].Metric; a != nil && b != nil {
+			m := math.Abs(*b - *a)
+			te.Margin = &m
+		}
+	}
+	return te, offered
+}
+
+// eligibleOrder lists the eligible providers of chunk type ti in the order
+// the walks read them; under Weighted by score (the threshold walk reads
+// in several orders at once).
+func (v *viewCtx) eligibleOrder(ti int, ids []string) []*provState {
 	var eligible []*provState
 	for _, ps := range v.ex.order[ti] {
 		if v.classify(ps, ti) == usable {
@@ -115,50 +145,37 @@ func (v *viewCtx) explainType(ti int, ids []string) (api.ChunkTypeExplanation, b
 			return strings.Compare(a.p.ID, b.p.ID)
 		})
 	}
-	for i, ps := range eligible {
-		c := v.explainCandidate(ps, ti)
-		c.Rank, c.Outcome = int32(i+1), api.OutcomeEligible
-		if _, ok := v.growable[groupKey{ps.p.ID, ti}]; ok {
-			c.Outcome = api.OutcomeWinner
-			te.Winners = append(te.Winners, ps.p.ID)
-		}
-		te.Candidates = append(te.Candidates, c)
+	return eligible
+}
+
+// filteredCandidate is the candidate row of a provider the consumer cannot
+// grow on for chunk type ti, with its outcome and filter; ok is false for
+// an eligible provider and one without chunks of the type.
+func (v *viewCtx) filteredCandidate(ps *provState, ti int) (c api.PlacementCandidate, ok bool) {
+	why := v.classify(ps, ti)
+	if why == usable || why == noChunks {
+		return c, false
 	}
-	offered := false
-	for _, id := range ids {
-		ps := v.ix.providers[id]
-		offered = offered || ps.total[ti] > 0
-		c := v.explainCandidate(ps, ti)
-		switch v.classify(ps, ti) {
-		case usable, noChunks:
-			continue
-		case blocking:
-			c.Outcome = api.OutcomeBlocking
-			c.Filter = api.FilterFull
-			if v.ix.free(ps, ti) > 0 {
-				c.Filter = api.FilterQuota
-			}
-		case stale:
-			c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterStale
-		case denied:
-			c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterDenied
-		case notAllowed:
-			c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterNotAllowed
-		case quotaFull:
-			c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterQuota
-		case full:
-			c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterFull
+	c = v.explainCandidate(ps, ti)
+	switch why {
+	case blocking:
+		c.Outcome = api.OutcomeBlocking
+		c.Filter = api.FilterFull
+		if v.ix.free(ps, ti) > 0 {
+			c.Filter = api.FilterQuota
 		}
-		te.Candidates = append(te.Candidates, c)
+	case stale:
+		c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterStale
+	case denied:
+		c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterDenied
+	case notAllowed:
+		c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterNotAllowed
+	case quotaFull:
+		c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterQuota
+	case full:
+		c.Outcome, c.Filter = api.OutcomeFiltered, api.FilterFull
 	}
-	if len(te.Winners) > 0 && len(eligible) > 1 && eligible[0].p.ID == te.Winners[0] {
-		te.RunnerUp = eligible[1].p.ID
-		if a, b := te.Candidates[0].Metric, te.Candidates[1].Metric; a != nil && b != nil {
-			m := math.Abs(*b - *a)
-			te.Margin = &m
-		}
-	}
-	return te, offered
+	return c, true
 }
 
 // explainCandidate fills a candidate's metric and capacity (head-room only

@@ -68,35 +68,7 @@ func (ix *Index) View(consumerID string, all bool) api.NodeGroupListResponse {
 	v := ix.newViewCtx(consumerID, nil, nil)
 
 	v.decide()
-
-	// Collect the listed groups: held, growable, and with all=true every
-	// group of an available provider.
-	listed := make([]groupKey, 0, len(v.held)+len(v.growable))
-	for k := range v.held {
-		listed = append(listed, k)
-	}
-	for k := range v.growable {
-		if _, dup := v.held[k]; !dup {
-			listed = append(listed, k)
-		}
-	}
-	if all {
-		listed = listed[:0]
-		for id, ps := range ix.providers {
-			for ti := range chunkTypes {
-				k := groupKey{id, ti}
-				if _, held := v.held[k]; held || (ps.p.Available && ps.total[ti] > 0) {
-					listed = append(listed, k)
-				}
-			}
-		}
-	}
-	slices.SortFunc(listed, func(a, b groupKey) int {
-		if c := strings.Compare(a.provider, b.provider); c != 0 {
-			return c
-		}
-		return a.t - b.t // chunkTypes is in wire order
-	})
+	listed := v.listed(all)
 
 	resp := api.NodeGroupListResponse{
 		NodeGroups:       make([]api.NodeGroupView, 0, len(listed)),
@@ -113,6 +85,39 @@ func (ix *Index) View(consumerID string, all bool) api.NodeGroupListResponse {
 	resp.LatencyShortlist = v.shortlst
 	resp.Generation = generation(&resp)
 	return resp
+}
+
+// listed returns the groups a view lists, by provider id then wire order
+// of chunk types: held and growable, and with all every group of an
+// available provider too.
+func (v *viewCtx) listed(all bool) []groupKey {
+	listed := make([]groupKey, 0, len(v.held)+len(v.growable))
+	for k := range v.held {
+		listed = append(listed, k)
+	}
+	for k := range v.growable {
+		if _, dup := v.held[k]; !dup {
+			listed = append(listed, k)
+		}
+	}
+	if all {
+		listed = listed[:0]
+		for id, ps := range v.ix.providers {
+			for ti := range chunkTypes {
+				k := groupKey{id, ti}
+				if _, held := v.held[k]; held || (ps.p.Available && ps.total[ti] > 0) {
+					listed = append(listed, k)
+				}
+			}
+		}
+	}
+	slices.SortFunc(listed, func(a, b groupKey) int {
+		if c := strings.Compare(a.provider, b.provider); c != 0 {
+			return c
+		}
+		return a.t - b.t // chunkTypes is in wire order
+	})
+	return listed
 }
 
 // newViewCtx prepares one decision for consumerID (under the read lock):

@@ -196,8 +196,7 @@ func (v *viewCtx) weightedPick(ti int) {
 	v.weighted[ti] = n
 	winner, best := v.thresholdWalk(ti, n, v.weightedWalks(ti, n))
 	for _, ps := range v.heldBlockers(ti) {
-		s := n.score(v, ps, ti)
-		if winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
+		if beats(ps, n.score(v, ps, ti), winner, best) {
 			v.blockedBy[ti] = ps.p.ID
 			return
 		}
@@ -205,6 +204,12 @@ func (v *viewCtx) weightedPick(ti int) {
 	if winner != nil {
 		v.growable[groupKey{winner.p.ID, ti}] = struct{}{}
 	}
+}
+
+// beats reports whether ps, scoring s, ranks before winner, scoring best
+// (nil: none yet): a lower score, ties by provider id.
+func beats(ps *provState, s float64, winner *provState, best float64) bool {
+	return winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID)
 }
 
 // usable reports whether a provider is a Weighted candidate of type ti.
@@ -323,20 +328,10 @@ func (v *viewCtx) thresholdWalk(ti int, n *weightedNorm, walks []*metricWalk) (w
 			if w.done {
 				continue
 			}
-			ps, val, has, ok := w.l.next()
+			ps, ok := w.advance(n)
 			if !ok {
-				w.done, w.bound = true, 1
 				allSeen = allSeen || w.full
 				continue
-			}
-			if w.i >= 0 {
-				w.bound = 1 // the rest lack the metric: worst
-				if has {
-					w.bound = n.norm(w.i, val)
-				}
-			}
-			if !has && w.i >= 0 && !w.full {
-				w.done = true
 			}
 			if _, ok := seen[ps.p.ID]; ok {
 				continue
@@ -346,7 +341,7 @@ func (v *viewCtx) thresholdWalk(ti int, n *weightedNorm, walks []*metricWalk) (w
 			if !v.usable(ps, ti) {
 				continue
 			}
-			if s := n.score(v, ps, ti); winner == nil || s < best || (s == best && ps.p.ID < winner.p.ID) {
+			if s := n.score(v, ps, ti); beats(ps, s, winner, best) {
 				winner, best = ps, s
 			}
 		}
@@ -357,6 +352,27 @@ func (v *viewCtx) thresholdWalk(ti int, n *weightedNorm, walks []*metricWalk) (w
 			return winner, best
 		}
 	}
+}
+
+// advance reads the walk's next provider and lowers its bound to the
+// provider's normalised value (the worst, 1, once the providers without
+// the metric start); ok is false when the order is read to its end.
+func (w *metricWalk) advance(n *weightedNorm) (ps *provState, ok bool) {
+	ps, val, has, ok := w.l.next()
+	if !ok {
+		w.done, w.bound = true, 1
+		return nil, false
+	}
+	if w.i >= 0 {
+		w.bound = 1 // the rest lack the metric: worst
+		if has {
+			w.bound = n.norm(w.i, val)
+		}
+	}
+	if !has && w.i >= 0 && !w.full {
+		w.done = true
+	}
+	return ps, true
 }
 
 // threshold is the lowest score an unread provider can still have.
