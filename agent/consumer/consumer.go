@@ -270,6 +270,8 @@ func (a *Agent) loopConfig() brokerclient.LoopConfig {
 		api.KindPeer:    a.handlePeer,
 		api.KindUnpeer:  a.handleUnpeer,
 		api.KindCleanup: a.handleCleanup,
+		// The broker's new leader asks every consumer after a takeover.
+		api.KindReconcile: a.handleReconcile,
 	}
 	lc.Hooks = brokerclient.LoopHooks{
 		HandlerStarted: func(id string, _ api.InstructionKind) {

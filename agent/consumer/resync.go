@@ -83,6 +83,28 @@ func (a *Agent) Resync(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// handleReconcile reports the local VirtualNodeStates (the broker's new
+// leader sends a Reconcile after a takeover, so that its ledger equals
+// what this consumer runs), and asks for a resync and a heartbeat at once:
+// the agent's whole state goes to the new leader.
+func (a *Agent) handleReconcile(ctx context.Context, _ api.InstructionView) (*api.InstructionPayload, error) {
+	list, err := a.listVNS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	reports := make([]api.VirtualNodeStateReport, 0, len(list))
+	for _, v := range list {
+		reports = append(reports, api.VirtualNodeStateReport{
+			ReservationID: v.Spec.ReservationID, ChunkIndex: v.Spec.ChunkIndex, NodeGroupID: v.Spec.NodeGroupID,
+			VirtualNodeName: v.Status.VirtualNodeName, ResourceSliceName: v.Spec.ResourceSliceName,
+			Phase: string(v.Status.Phase), LastTransitionTime: v.Status.LastTransitionTime,
+		})
+	}
+	a.RequestResync()
+	a.BeatNow()
+	return &api.InstructionPayload{Kind: api.PayloadReconcile, VirtualNodeStates: reports}, nil
+}
+
 // RequestResync asks Run to resync at its next turn.
 func (a *Agent) RequestResync() {
 	select {

@@ -427,6 +427,11 @@ type ErrorEnvelope struct {
 	Message string `json:"message"`
 }
 
+// VirtualNodeRunning is the VirtualNodeStateReport.Phase of a virtual node
+// that exists and is ready (the reference's VirtualNodeStatePhase
+// Running).
+const VirtualNodeRunning = "Running"
+
 // VirtualNodeStateReport is one entry of a ReconcilePayload.
 type VirtualNodeStateReport struct {
 	ReservationID      string       `json:"reservationId"`

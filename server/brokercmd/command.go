@@ -381,6 +381,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	})
 	go srv.serve("API", srv.api, srv.apiLn)
 	ready.SetAPIServing(true)
+	if o.Leader.elected {
+		go reconcileAfterTakeover(base, svc, log)
+	}
 	lim := guard.Limits()
 	log.Info("Broker API listening (mTLS)", "addr", srv.apiLn.Addr().String(), "allowLegacyCerts", o.AllowLegacyCerts,
 		"maxConns", lim.MaxConns, "maxConnsPerIP", lim.MaxConnsPerIP, "handshakeTimeout", lim.HandshakeTimeout)
@@ -398,6 +401,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	srv.shutdown(log)
 	<-runDone
 	return runErr
+}
+
+// reconcileAfterTakeover asks every active cluster for its state once this
+// replica leads (reservations.Service.ReconcileAll): what the old leader
+// acknowledged is in the store, but a result or advertisement it received
+// and never stored is only in the agents. It runs beside the serving API.
+func reconcileAfterTakeover(ctx context.Context, svc *reservations.Service, log *slog.Logger) {
+	n, err := svc.ReconcileAll(ctx)
+	if err != nil {
+		log.Warn("Issuing Reconcile to the clusters after the takeover failed; agents still re-post their results and advertisements", "err", err)
+		return
+	}
+	log.Info("Leader takeover: Reconcile issued to the active clusters", "clusters", n)
 }
 
 // loadTLS loads the broker's server TLS material from dir and warns when its

@@ -209,6 +209,13 @@ func TestCrashRecoveryKubernetes(t *testing.T) {
 // returns the flags of a Kubernetes store in a fresh namespace of it.
 func kubeStoreArgs(t *testing.T) []string {
 	t.Helper()
+	args, _ := kubeStore(t)
+	return args
+}
+
+// kubeStore is kubeStoreArgs that also returns the control plane.
+func kubeStore(t *testing.T) ([]string, *testcluster.Env) {
+	t.Helper()
 	env := testcluster.Start(t)
 	if err := brokercrds.Install(context.Background(), env.Config); err != nil {
 		t.Fatal(err)
@@ -217,7 +224,7 @@ func kubeStoreArgs(t *testing.T) []string {
 	if err := env.Client.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	return []string{"--store", "kubernetes", "--kubeconfig", env.Kubeconfig, "--namespace", ns.Name}
+	return []string{"--store", "kubernetes", "--kubeconfig", env.Kubeconfig, "--namespace", ns.Name}, env
 }
 
 func crashRecovery(t *testing.T, storeArgs ...string) {

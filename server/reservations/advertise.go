@@ -15,17 +15,59 @@ import (
 // Advertise implements rest.Broker: it upserts the provider, recomputes its
 // chunks, restores it if it was stale and piggybacks its instructions.
 func (s *Service) Advertise(ctx context.Context, cn string, req api.AdvertisementRequest) (api.AdvertisementResponse, error) {
-	if err := req.Validate(); err != nil {
+	req, err := checkAdvertisement(cn, req)
+	if err != nil {
 		return api.AdvertisementResponse{}, err
 	}
+	s.mu.Lock()
+	t := s.newTxn()
+	p := s.upsertProviderLocked(t, cn, req)
+	resp := api.AdvertisementResponse{
+		Accepted:     true,
+		NextReportIn: "30s",
+		ChunkCounts:  map[api.ChunkType]int32{},
+		Instructions: s.viewsLocked(cn, api.RoleProvider, t.now),
+	}
+	for typ, n := range p.chunks {
+		resp.ChunkCounts[typ] = n
+	}
+	resp.ChunkCount, resp.ChunkResources = p.chunks[api.ChunkStandard], s.chunkShape(api.ChunkStandard)
+	if resp.ChunkCount == 0 && p.chunks[api.ChunkGPU] > 0 {
+		resp.ChunkCount, resp.ChunkResources = p.chunks[api.ChunkGPU], s.chunkShape(api.ChunkGPU)
+	}
+	if len(resp.Instructions) == 0 {
+		resp.Instructions = nil
+	}
+	req2 := s.enqueue(t)
+	s.mu.Unlock()
+	if err := await(req2); err != nil {
+		return api.AdvertisementResponse{}, err
+	}
+	if req2 == nil {
+		s.notify() // nothing to write, but the overview's last-seen moved
+	}
+	return resp, nil
+}
+
+// checkAdvertisement validates provider cn's advertisement req and returns
+// what the broker keeps of it.
+func checkAdvertisement(cn string, req api.AdvertisementRequest) (api.AdvertisementRequest, error) {
+	if err := req.Validate(); err != nil {
+		return req, err
+	}
 	if req.ClusterID != cn {
-		return api.AdvertisementResponse{}, api.Errorf(api.CodeForbidden, "clusterId %q does not match the caller %q", req.ClusterID, cn)
+		return req, api.Errorf(api.CodeForbidden, "clusterId %q does not match the caller %q", req.ClusterID, cn)
 	}
 	// Accepted and discarded, as in the reference.
 	req.LiqoLabels, req.LiqoTaints = nil, nil
+	return req, nil
+}
 
-	s.mu.Lock()
-	t := s.newTxn()
+// upsertProviderLocked records the validated advertisement req of provider
+// cn in t: the provider's chunks, freshness and placement entry (an
+// advertisement POST, or the advertisement a provider's Reconcile result
+// carries). Called with s.mu held.
+func (s *Service) upsertProviderLocked(t *txn, cn string, req api.AdvertisementRequest) *provider {
 	p, ok := s.st.providers[cn]
 	if !ok {
 		p = &provider{}
@@ -52,31 +94,7 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 		t.other = append(t.other, store.PutAdvertisement(p.rec))
 		p.storedSeen = t.now
 	}
-	resp := api.AdvertisementResponse{
-		Accepted:     true,
-		NextReportIn: "30s",
-		ChunkCounts:  map[api.ChunkType]int32{},
-		Instructions: s.viewsLocked(cn, api.RoleProvider, t.now),
-	}
-	for typ, n := range p.chunks {
-		resp.ChunkCounts[typ] = n
-	}
-	resp.ChunkCount, resp.ChunkResources = p.chunks[api.ChunkStandard], s.chunkShape(api.ChunkStandard)
-	if resp.ChunkCount == 0 && p.chunks[api.ChunkGPU] > 0 {
-		resp.ChunkCount, resp.ChunkResources = p.chunks[api.ChunkGPU], s.chunkShape(api.ChunkGPU)
-	}
-	if len(resp.Instructions) == 0 {
-		resp.Instructions = nil
-	}
-	req2 := s.enqueue(t)
-	s.mu.Unlock()
-	if err := await(req2); err != nil {
-		return api.AdvertisementResponse{}, err
-	}
-	if req2 == nil {
-		s.notify() // nothing to write, but the overview's last-seen moved
-	}
-	return resp, nil
+	return p
 }
 
 // Advertisement implements rest.Broker.

@@ -231,6 +231,10 @@ func (s *Service) PostResult(ctx context.Context, cn string, role api.Role, id s
 		s.mu.Unlock()
 		return invalid("payload.kubeconfig is required for a successful %s result", api.KindGenerateKubeconfig)
 	}
+	if err := checkReconcileResult(in, req); err != nil {
+		s.mu.Unlock()
+		return err
+	}
 	t := s.newTxn()
 	msg := api.ResultSucceeded
 	if !succeeded {
@@ -274,10 +278,13 @@ func (s *Service) applyResult(t *txn, in *store.Instruction, req api.Instruction
 		}
 		s.setPhase(t, r, api.PhaseFailed, "unpeering failed: "+req.Error.Message)
 	default:
-		// Cleanup and Reconcile: recording the result is all (a failed
-		// Cleanup never fails a reservation, bug #6).
+		// Cleanup and Reconcile: a failure is logged, never fails a
+		// reservation (bug #6); a Reconcile's report is applied.
 		if !succeeded {
 			s.log.Warn("Instruction failed", "instruction", in.ID, "kind", in.Kind, "target", in.TargetID, "error", req.Error.Message)
+		}
+		if in.Kind == api.KindReconcile {
+			s.applyReconcileResult(t, in, req)
 		}
 	}
 }
