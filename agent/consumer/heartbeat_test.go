@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -223,5 +224,31 @@ func TestHeartbeatCarriesThresholds(t *testing.T) {
 				t.Fatalf("thresholds %+v, want cost 0.02, RTT 5, carbon unset", got)
 			}
 		})
+	}
+}
+
+// TestReconcileReportsVirtualNodes: a Reconcile is answered with every
+// local VirtualNodeState, as the broker's new leader needs it.
+func TestReconcileReportsVirtualNodes(t *testing.T) {
+	running := &fav1alpha1.VirtualNodeState{ObjectMeta: metav1.ObjectMeta{Name: "vns-r1", Namespace: "fa"},
+		Spec:   fav1alpha1.VirtualNodeStateSpec{ReservationID: "r1", NodeGroupID: "p-standard", ResourceSliceName: "rs-r1", ProviderLiqoClusterID: "liqo-p"},
+		Status: fav1alpha1.VirtualNodeStateStatus{Phase: fav1alpha1.VirtualNodeRunning, VirtualNodeName: "rs-r1"}}
+	creating := &fav1alpha1.VirtualNodeState{ObjectMeta: metav1.ObjectMeta{Name: "vns-r2", Namespace: "fa"},
+		Spec:   fav1alpha1.VirtualNodeStateSpec{ReservationID: "r2", NodeGroupID: "p-standard", ProviderLiqoClusterID: "liqo-p"},
+		Status: fav1alpha1.VirtualNodeStateStatus{Phase: fav1alpha1.VirtualNodeCreating}}
+	a := newTestAgent(t, &stubBroker{}, running, creating)
+	p, err := a.handleReconcile(context.Background(), api.InstructionView{ID: "reconcile.consumer-1", Kind: api.KindReconcile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []api.VirtualNodeStateReport{
+		{ReservationID: "r1", NodeGroupID: "p-standard", ResourceSliceName: "rs-r1", VirtualNodeName: "rs-r1", Phase: api.VirtualNodeRunning},
+		{ReservationID: "r2", NodeGroupID: "p-standard", Phase: "Creating"},
+	}
+	if p == nil || p.Kind != api.PayloadReconcile || !reflect.DeepEqual(p.VirtualNodeStates, want) {
+		t.Errorf("payload %+v, want %s with %+v", p, api.PayloadReconcile, want)
+	}
+	if err := (&api.InstructionResultRequest{Status: api.ResultSucceeded, Payload: p}).Validate(); err != nil {
+		t.Errorf("the broker would refuse the answer: %v", err)
 	}
 }
