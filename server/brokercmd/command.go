@@ -345,6 +345,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 	}()
 	ready.SetStoreLoaded(true)
+	if o.Leader.loaded != nil {
+		o.Leader.loaded()
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), svc.Collector())

@@ -63,6 +63,7 @@ func TestFailoverUnderChurn(t *testing.T) {
 		t.Logf("leader %s killed: %v", leader.apiAddr, <-leader.exited)
 		procs = slices.DeleteFunc(procs, func(pr *process) bool { return pr == leader })
 		takeovers = append(takeovers, firstWrite(t, probe, procs, killed))
+		t.Logf("new leader's load: %v", waitLeader(t, procs).loadLines())
 		// The replacement joins as a standby.
 		procs = append(procs, launchBroker(t, args...))
 		url.set(apiURLs(procs)...)

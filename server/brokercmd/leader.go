@@ -24,6 +24,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/ops"
+	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 )
 
 // Defaults of the leader election (--leader-elect-*), tuned so that a
@@ -48,6 +49,10 @@ type LeaderOptions struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// elected is set on the Options Run gets once this replica leads.
 	elected bool
+	// store is the store the standby kept warm (store.Follower), and
+	// loaded is called once Run has loaded the state from it.
+	store  store.Store
+	loaded func()
 }
 
 func (lo *LeaderOptions) addFlags(f *pflag.FlagSet) {
@@ -107,10 +112,24 @@ func runElected(ctx context.Context, o Options, log *slog.Logger) error {
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
+	st, err := openKube(o, log)
+	if err != nil {
+		return err
+	}
 	sb, err := startStandby(o, tlsCfg, log)
 	if err != nil {
 		return err
 	}
+	// The standby keeps a warm copy of the state until it has loaded it
+	// as the leader (a takeover reads only what the copy cannot vouch for).
+	followCtx, stopFollow := context.WithCancel(ctx)
+	defer stopFollow()
+	followDone := make(chan struct{})
+	go func() {
+		defer close(followDone)
+		_ = st.Follow(followCtx) // ends with followCtx
+	}()
+	defer func() { stopFollow(); <-followDone }()
 	var elected = make(chan struct{})
 	var lost atomic.Bool
 	leCtx, leCancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -151,6 +170,7 @@ func runElected(ctx context.Context, o Options, log *slog.Logger) error {
 	log.Info("Elected leader: loading the state and serving", "identity", id)
 	o.APIListener, o.DashboardListener = sb.handOver(log)
 	o.Leader.elected = true
+	o.Leader.store, o.Leader.loaded = st, stopFollow
 	err = Run(runCtx, o, log)
 	leCancel() // releases the Lease now that nothing writes
 	<-leDone

@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,6 +44,17 @@ type process struct {
 	dashAddr  string
 	startLogs []string
 	exited    chan error
+
+	mu sync.Mutex
+	// loads are the store's "state loaded" log lines after the start.
+	loads []string
+}
+
+// loadLines returns the store's "state loaded" log lines so far.
+func (p *process) loadLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.loads)
 }
 
 var addrRE = regexp.MustCompile(`addr=(\S+)`)
@@ -76,6 +89,11 @@ func launchBroker(tb testing.TB, args ...string) *process {
 		for sc.Scan() {
 			line := sc.Text()
 			if signalled {
+				if strings.Contains(line, "state loaded") {
+					p.mu.Lock()
+					p.loads = append(p.loads, line)
+					p.mu.Unlock()
+				}
 				continue // drain
 			}
 			p.startLogs = append(p.startLogs, line)

@@ -108,16 +108,14 @@ func (so *StoreOptions) kubeConfig() (*rest.Config, error) {
 // dashboard's history; with the Kubernetes store it stays in memory (hist
 // is nil).
 func openStore(o Options, log *slog.Logger) (st store.Store, hist web.HistoryStore, err error) {
+	if o.Leader.store != nil {
+		return o.Leader.store, nil, nil // opened by the standby, kept warm
+	}
 	if o.Store.Backend == StoreKubernetes {
-		cfg, err := o.Store.kubeConfig()
+		ks, err := openKube(o, log)
 		if err != nil {
 			return nil, nil, err
 		}
-		ks, err := kube.Open(cfg, kube.Options{Namespace: o.Store.namespace(), Logger: log})
-		if err != nil {
-			return nil, nil, fmt.Errorf("--store kubernetes: %w", err)
-		}
-		log.Info("State in the Kubernetes API server", "host", cfg.Host, "namespace", o.Store.namespace())
 		return ks, nil, nil
 	}
 	bs, err := openBolt(o, log)
@@ -125,6 +123,20 @@ func openStore(o Options, log *slog.Logger) (st store.Store, hist web.HistorySto
 		return nil, nil, err
 	}
 	return bs, bs, nil
+}
+
+// openKube opens the Kubernetes store (--store kubernetes).
+func openKube(o Options, log *slog.Logger) (*kube.Store, error) {
+	cfg, err := o.Store.kubeConfig()
+	if err != nil {
+		return nil, err
+	}
+	ks, err := kube.Open(cfg, kube.Options{Namespace: o.Store.namespace(), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("--store kubernetes: %w", err)
+	}
+	log.Info("State in the Kubernetes API server", "host", cfg.Host, "namespace", o.Store.namespace())
+	return ks, nil
 }
 
 // openBolt opens the bbolt store in --data-dir (a damaged one is refused

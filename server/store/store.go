@@ -38,6 +38,17 @@ type Store interface {
 	Close() error
 }
 
+// Follower is a Store that a standby replica can keep warm: while Follow
+// runs (until ctx ends) it keeps a copy of the records current, and a Load
+// during that time reads from the copy whatever it can prove current
+// instead of reading it again. Load's result is the same either way; only
+// its cost differs. server/store/kube implements it; the bbolt store, read
+// by one process, does not.
+type Follower interface {
+	Store
+	Follow(ctx context.Context) error
+}
+
 // Kind names a record collection.
 type Kind uint8
 

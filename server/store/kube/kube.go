@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -92,6 +93,18 @@ type Store struct {
 	fenced bool
 	// known maps each record to its object as last read or written.
 	known map[store.Kind]map[string]stored
+
+	followMu sync.Mutex
+	// follow is the warm copy while Follow runs (nil otherwise).
+	follow *follower
+	// lastLoad says how the last Load read each collection (tests).
+	lastLoad LoadStats
+}
+
+// LoadStats says how a Load read the collections: from the warm copy of
+// Follow, or by listing them.
+type LoadStats struct {
+	Warm, Listed []store.Kind
 }
 
 var _ store.Store = (*Store)(nil)
@@ -136,6 +149,10 @@ func Open(cfg *rest.Config, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes store: building the client of %s: %w", brokercrds.Group, err)
 	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes store: building the watch client of %s: %w", brokercrds.Group, err)
+	}
 	s := &Store{
 		opts:     opts,
 		log:      opts.Logger,
@@ -143,7 +160,7 @@ func Open(cfg *rest.Config, opts Options) (*Store, error) {
 		backends: map[store.Kind]backend{store.KindCredential: &secretBackend{cs: cs, namespace: opts.Namespace}},
 	}
 	for k, n := range crdKinds {
-		s.backends[k] = &crBackend{rc: rc, namespace: opts.Namespace, kind: k, crdKind: n[0], resource: n[1]}
+		s.backends[k] = &crBackend{rc: rc, dc: dc, namespace: opts.Namespace, kind: k, crdKind: n[0], resource: n[1]}
 	}
 	return s, nil
 }
@@ -157,6 +174,7 @@ func (s *Store) Close() error { return nil }
 func (s *Store) Load(ctx context.Context) (store.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	start := time.Now()
 	for range loadAttempts {
 		h, err := s.journal.readHead(ctx)
 		if err != nil {
@@ -166,7 +184,7 @@ func (s *Store) Load(ctx context.Context) (store.Snapshot, error) {
 		if err != nil {
 			return store.Snapshot{}, fmt.Errorf("load: %w", err)
 		}
-		known, err := s.listAll(ctx)
+		known, stats, err := s.readRecords(ctx, h.ResourceVersion)
 		if err != nil {
 			return store.Snapshot{}, fmt.Errorf("load: %w", err)
 		}
@@ -186,30 +204,56 @@ func (s *Store) Load(ctx context.Context) (store.Snapshot, error) {
 			return store.Snapshot{}, fmt.Errorf("load: %w", err)
 		}
 		s.head, s.pending, s.stale, s.known, s.fenced = &h, entries, stale, known, false
+		s.lastLoad = stats
+		s.log.Info("Kubernetes store: state loaded", "seq", h.Journal.Seq, "warm", stats.Warm, "listed", stats.Listed, "took", time.Since(start))
 		return snap, nil
 	}
 	return store.Snapshot{}, fmt.Errorf("load: %w: the journal head moved during %d reads in a row; is another broker writing to namespace %s?", ErrFenced, loadAttempts, s.opts.Namespace)
 }
 
-// listAll reads every record object.
-func (s *Store) listAll(ctx context.Context) (map[store.Kind]map[string]stored, error) {
-	known := make(map[store.Kind]map[string]stored, len(s.backends))
+// readRecords reads every record object: from the warm copy (Follow) each
+// collection whose watch has seen resourceVersion headRV, by a list the
+// others.
+func (s *Store) readRecords(ctx context.Context, headRV string) (map[store.Kind]map[string]stored, LoadStats, error) {
+	var stats LoadStats
+	known, warm, err := s.warm(headRV)
+	if err != nil {
+		return nil, stats, err
+	}
+	stats.Warm = warm
 	for _, k := range store.Kinds() {
-		b := s.backends[k]
-		objs, err := b.list(ctx)
+		if m, ok := known[k]; ok {
+			if err := s.checkNames(k, m); err != nil {
+				return nil, stats, err
+			}
+			continue
+		}
+		objs, err := s.backends[k].list(ctx)
 		if err != nil {
-			return nil, listError(k, s.opts.Namespace, err)
+			return nil, stats, listError(k, s.opts.Namespace, err)
 		}
 		m := make(map[string]stored, len(objs))
 		for _, o := range objs {
-			if want := b.name(o.Key); want != o.Name {
-				return nil, fmt.Errorf("%s object %s/%s names key %q, whose object is %s: it was not written by this store; delete it", k, s.opts.Namespace, o.Name, o.Key, want)
-			}
 			m[o.Key] = o
 		}
+		if err := s.checkNames(k, m); err != nil {
+			return nil, stats, err
+		}
 		known[k] = m
+		stats.Listed = append(stats.Listed, k)
 	}
-	return known, nil
+	return known, stats, nil
+}
+
+// checkNames refuses an object whose name is not the one its key maps to.
+func (s *Store) checkNames(k store.Kind, m map[string]stored) error {
+	b := s.backends[k]
+	for _, o := range m {
+		if want := b.name(o.Key); want != o.Name {
+			return fmt.Errorf("%s object %s/%s names key %q, whose object is %s: it was not written by this store; delete it", k, s.opts.Namespace, o.Name, o.Key, want)
+		}
+	}
+	return nil
 }
 
 func listError(k store.Kind, ns string, err error) error {

@@ -92,6 +92,7 @@ func TestKubernetesStore(t *testing.T) {
 		"PrinterColumns":             testPrinterColumns,
 		"LargeBatchInParts":          testLargeBatchInParts,
 		"ManifestRoleSuffices":       testManifestRoleSuffices,
+		"WarmStandby":                testWarmStandby,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, c) })
 	}
@@ -177,7 +178,7 @@ func testCrashAtEveryStep(t *testing.T, c *cluster) {
 			// The objects themselves now hold exactly the state (nothing
 			// left to replay) and no journal part is left over.
 			s3 := c.open(t, ns)
-			known, err := s3.listAll(context.Background())
+			known, _, err := s3.readRecords(context.Background(), "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -422,9 +423,16 @@ func testManifestRoleSuffices(t *testing.T, c *cluster) {
 		store.PutInstruction(store.Instruction{ID: "gk.c1.p1", Kind: api.KindGenerateKubeconfig, TargetID: "p1"}),
 		store.PutAdvertisement(store.Advertisement{Request: api.AdvertisementRequest{ClusterID: "p1"}}),
 		store.PutConsumer(store.Consumer{Heartbeat: api.HeartbeatRequest{ClusterID: "c1"}}))
+	// A standby following it (watch) as the same ServiceAccount.
+	standby := asSA.open(t, ns)
+	follow(t, standby)
 	mustApply(t, s, store.Delete(store.KindReservation, "r1"), store.Delete(store.KindCredential, "c1.p1"), store.Delete(store.KindInstruction, "gk.c1.p1"))
 	if got := phases(mustLoad(t, s)); !reflect.DeepEqual(got, map[string]api.Phase{"r2": api.PhasePending}) {
 		t.Fatalf("as the ServiceAccount: %v", got)
+	}
+	waitWarm(t, standby, store.KindReservation, store.KindCredential, store.KindInstruction)
+	if got := phases(mustLoad(t, standby)); !reflect.DeepEqual(got, map[string]api.Phase{"r2": api.PhasePending}) || len(standby.lastLoad.Warm) < 3 {
+		t.Fatalf("the standby as the ServiceAccount: %v, warm %v", got, standby.lastLoad.Warm)
 	}
 	leases := asSA.cs.CoordinationV1().Leases(ns)
 	l, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "federation-autoscaler-broker"}}, metav1.CreateOptions{})

@@ -10,9 +10,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	brokercrds "github.com/federation-autoscaler/federation-autoscaler/deploy/crds/broker"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
@@ -67,6 +71,10 @@ type backend interface {
 	remove(ctx context.Context, name, resourceVersion string) error
 	// name is the object name of record key.
 	name(key string) string
+	// listWatch, object and decodeObject keep a warm copy (Follow).
+	listWatch() cache.ListerWatcher
+	object() runtime.Object
+	decodeObject(obj any) (stored, error)
 }
 
 // objectName is the object name of a record key: the key itself when it is
@@ -121,7 +129,9 @@ type crList struct {
 
 // crBackend keeps one collection as custom resources of the broker's CRDs.
 type crBackend struct {
-	rc        rest.Interface
+	rc rest.Interface
+	// dc watches the collection (Follow).
+	dc        dynamic.Interface
 	namespace string
 	kind      store.Kind
 	crdKind   string // e.g. Reservation
@@ -129,6 +139,10 @@ type crBackend struct {
 }
 
 func (b *crBackend) name(key string) string { return objectName(key) }
+
+func (b *crBackend) gvr() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: brokercrds.Group, Version: brokercrds.Version, Resource: b.resource}
+}
 
 func (b *crBackend) list(ctx context.Context) ([]stored, error) {
 	var out []stored
