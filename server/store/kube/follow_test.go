@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -119,5 +120,80 @@ func testWarmStandby(t *testing.T, c *cluster) {
 	}
 	if cold := mustLoad(t, c.open(t, ns)); !reflect.DeepEqual(snap, cold) {
 		t.Fatalf("after the crash, the load differs from a cold one:\n%+v\n%+v", snap, cold)
+	}
+}
+
+// testStalledWriterNeverRecreates: a broker that committed and stalled
+// (SIGSTOP, a partition) before writing its commit's records resumes after
+// a new leader has completed that commit and deleted its records: what it
+// re-creates is removed again and it is fenced. A create that preceded the
+// new leader's completion is the new leader's record too and stays.
+func testStalledWriterNeverRecreates(t *testing.T, c *cluster) {
+	cred := store.Credential{ConsumerID: "c1", ProviderID: "p1", Kubeconfig: "K"}
+	batch := []store.Mutation{store.PutReservation(res("r-x", api.PhasePending)), store.PutCredential(cred)}
+	cases := []struct {
+		name string
+		// meanwhile runs as the new leader b while the stalled a has not
+		// yet written (before) or has written but not checked (during)
+		// its records.
+		before, during func(t *testing.T, b *Store)
+		want           bool // the records exist afterwards
+	}{
+		{name: "deleted by the new leader", want: false, before: func(t *testing.T, b *Store) {
+			mustApply(t, b, store.Delete(store.KindReservation, "r-x"), store.Delete(store.KindCredential, cred.Key()))
+		}},
+		{name: "created before the new leader completed the commit", want: true, during: func(t *testing.T, b *Store) {
+			mustApply(t, b, store.PutReservation(res("r-other", api.PhasePending)))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := c.namespace(t)
+			a := c.open(t, ns)
+			mustLoad(t, a)
+			a.opts.crash = func(step string) error {
+				if step == "committed" {
+					return errCrash // stalls right after the commit point
+				}
+				return nil
+			}
+			if err := a.Apply(context.Background(), batch); !errors.Is(err, errCrash) {
+				t.Fatal(err)
+			}
+			b := c.open(t, ns)
+			mustLoad(t, b)
+			if tc.before != nil {
+				tc.before(t, b)
+			}
+			var once sync.Once
+			a.opts.crash = func(step string) error {
+				if tc.during != nil && strings.HasPrefix(step, "record") {
+					once.Do(func() { tc.during(t, b) })
+				}
+				return nil
+			}
+			// a resumes writing its commit's records.
+			entries, err := encodeBatch(batch, DefaultPartBytes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.writeRecords(context.Background(), a.head.Journal.Seq, entries); !errors.Is(err, errSuperseded) {
+				t.Fatalf("the stalled writer: %v, want errSuperseded", err)
+			}
+			if err := a.Apply(context.Background(), batch); !errors.Is(err, ErrFenced) {
+				t.Errorf("the stalled writer's next Apply: %v, want ErrFenced", err)
+			}
+			for k, key := range map[store.Kind]string{store.KindReservation: "r-x", store.KindCredential: cred.Key()} {
+				be := a.backends[k]
+				_, err := be.get(context.Background(), be.name(key))
+				if exists := err == nil; exists != tc.want {
+					t.Errorf("%s %s exists: %v, want %v (%v)", k, key, exists, tc.want, err)
+				}
+			}
+			snap := mustLoad(t, c.open(t, ns))
+			if _, has := phases(snap)["r-x"]; has != tc.want || (len(snap.Credentials) == 1) != tc.want {
+				t.Errorf("a cold load: %v and %d credentials, want r-x and the credential: %v", phases(snap), len(snap.Credentials), tc.want)
+			}
+		})
 	}
 }

@@ -94,11 +94,27 @@ type Store struct {
 	// known maps each record to its object as last read or written.
 	known map[store.Kind]map[string]stored
 
+	// writer is this instance's random id (AnnotationWriter).
+	writer string
+	// created are the objects this store created while writing the batch
+	// of the head at resourceVersion createdUnder, not yet checked against
+	// the head (verifyCreates).
+	created      []createdObj
+	createdUnder string
+
 	followMu sync.Mutex
 	// follow is the warm copy while Follow runs (nil otherwise).
 	follow *follower
 	// lastLoad says how the last Load read each collection (tests).
 	lastLoad LoadStats
+}
+
+func kindNames(ks []store.Kind) []string {
+	out := make([]string, len(ks))
+	for i, k := range ks {
+		out[i] = k.String()
+	}
+	return out
 }
 
 // LoadStats says how a Load read the collections: from the warm copy of
@@ -154,6 +170,7 @@ func Open(cfg *rest.Config, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("kubernetes store: building the watch client of %s: %w", brokercrds.Group, err)
 	}
 	s := &Store{
+		writer:   randomID(),
 		opts:     opts,
 		log:      opts.Logger,
 		journal:  journalStore{cs: cs, namespace: opts.Namespace},
@@ -165,8 +182,22 @@ func Open(cfg *rest.Config, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close implements store.Store; the store holds no connection of its own.
-func (s *Store) Close() error { return nil }
+// Close implements store.Store. The store holds no connection of its own;
+// records it created that are not yet checked against the journal head are
+// checked now (verifyCreates).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.created) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultRequestTimeout)
+	defer cancel()
+	if err := s.verifyCreates(ctx); err != nil && !errors.Is(err, errSuperseded) {
+		return fmt.Errorf("kubernetes store: closing: %w", err)
+	}
+	return nil
+}
 
 // Load implements store.Store: the records with the head's batch replayed
 // over them, read between two reads of the same head (no commit in
@@ -175,6 +206,9 @@ func (s *Store) Load(ctx context.Context) (store.Snapshot, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := time.Now()
+	if err := s.verifyCreates(ctx); err != nil && !errors.Is(err, errSuperseded) {
+		s.log.Warn("Kubernetes store: could not check the records this broker created against the journal head", "err", err)
+	}
 	for range loadAttempts {
 		h, err := s.journal.readHead(ctx)
 		if err != nil {
@@ -205,7 +239,7 @@ func (s *Store) Load(ctx context.Context) (store.Snapshot, error) {
 		}
 		s.head, s.pending, s.stale, s.known, s.fenced = &h, entries, stale, known, false
 		s.lastLoad = stats
-		s.log.Info("Kubernetes store: state loaded", "seq", h.Journal.Seq, "warm", stats.Warm, "listed", stats.Listed, "took", time.Since(start))
+		s.log.Info("Kubernetes store: state loaded", "seq", h.Journal.Seq, "warm", kindNames(stats.Warm), "listed", kindNames(stats.Listed), "took", time.Since(start))
 		return snap, nil
 	}
 	return store.Snapshot{}, fmt.Errorf("load: %w: the journal head moved during %d reads in a row; is another broker writing to namespace %s?", ErrFenced, loadAttempts, s.opts.Namespace)

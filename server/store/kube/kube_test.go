@@ -85,14 +85,15 @@ func TestKubernetesStore(t *testing.T) {
 		})
 	})
 	for name, fn := range map[string]func(*testing.T, *cluster){
-		"CrashAtEveryStep":           testCrashAtEveryStep,
-		"CredentialsOnlyInSecrets":   testCredentialsOnlyInSecrets,
-		"SecondWriterIsFenced":       testSecondWriterIsFenced,
-		"StaleWriterNeverOverwrites": testStaleWriterNeverOverwrites,
-		"PrinterColumns":             testPrinterColumns,
-		"LargeBatchInParts":          testLargeBatchInParts,
-		"ManifestRoleSuffices":       testManifestRoleSuffices,
-		"WarmStandby":                testWarmStandby,
+		"CrashAtEveryStep":            testCrashAtEveryStep,
+		"CredentialsOnlyInSecrets":    testCredentialsOnlyInSecrets,
+		"SecondWriterIsFenced":        testSecondWriterIsFenced,
+		"StaleWriterNeverOverwrites":  testStaleWriterNeverOverwrites,
+		"PrinterColumns":              testPrinterColumns,
+		"LargeBatchInParts":           testLargeBatchInParts,
+		"ManifestRoleSuffices":        testManifestRoleSuffices,
+		"WarmStandby":                 testWarmStandby,
+		"StalledWriterNeverRecreates": testStalledWriterNeverRecreates,
 	} {
 		t.Run(name, func(t *testing.T) { fn(t, c) })
 	}

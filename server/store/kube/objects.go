@@ -37,6 +37,11 @@ const (
 	// last wrote the object: a record is never overwritten by an older
 	// commit (see recordWriter).
 	AnnotationCommit = brokercrds.Group + "/commit"
+	// AnnotationWriter is the random id of the store instance that last
+	// wrote the object: a rewrite by another broker always changes the
+	// object (and its resourceVersion), which the fencing of re-created
+	// records relies on (Store.verifyCreates).
+	AnnotationWriter = brokercrds.Group + "/writer"
 )
 
 // Secret types and data keys.
@@ -58,7 +63,9 @@ type stored struct {
 	ResourceVersion string
 	Key             string
 	Commit          uint64
-	Body            []byte // the record's JSON (store.MarshalRecord)
+	// Writer is the store instance writing it (AnnotationWriter).
+	Writer string
+	Body   []byte // the record's JSON (store.MarshalRecord)
 }
 
 // backend reads and writes one collection's objects. update and remove use
@@ -96,7 +103,7 @@ func meta(o stored, k store.Kind) metav1.ObjectMeta {
 		Name:            o.Name,
 		ResourceVersion: o.ResourceVersion,
 		Labels:          map[string]string{LabelManagedBy: ManagedBy, LabelRecord: k.String()},
-		Annotations:     map[string]string{AnnotationKey: o.Key, AnnotationCommit: strconv.FormatUint(o.Commit, 10)},
+		Annotations:     map[string]string{AnnotationKey: o.Key, AnnotationCommit: strconv.FormatUint(o.Commit, 10), AnnotationWriter: o.Writer},
 	}
 }
 

@@ -38,6 +38,10 @@ type recordWriter struct {
 // writeRecords writes entries of commit seq, at most Options.Workers at a
 // time. errSuperseded fences the store.
 func (s *Store) writeRecords(ctx context.Context, seq uint64, entries []entry) error {
+	if err := s.verifyCreates(ctx); err != nil {
+		return err
+	}
+	s.createdUnder = s.head.ResourceVersion
 	w := &recordWriter{s: s, seq: seq}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Workers)
@@ -59,10 +63,64 @@ func (s *Store) writeRecords(ctx context.Context, seq uint64, entries []entry) e
 		})
 	}
 	err := g.Wait()
+	if verr := s.verifyCreates(ctx); err == nil {
+		err = verr
+	}
 	if errors.Is(err, errSuperseded) {
 		s.fenced = true
 	}
 	return err
+}
+
+// createdObj is an object a recordWriter created.
+type createdObj struct {
+	kind store.Kind
+	obj  stored
+}
+
+// verifyCreates closes the one gap the resourceVersion preconditions leave:
+// a create has none. A broker that committed, stalled past its Lease (e.g.
+// SIGSTOP, a partition) and resumed writing that commit's records would
+// create a record that the new leader — which completed the commit's
+// records itself before committing anything — has deleted since. So after
+// creating records the writer reads the head: unchanged since the commit it
+// wrote, every create preceded any other broker's next commit and stands;
+// moved on, another broker has taken over, and every object created here
+// that nobody has rewritten since (any rewrite by another broker changes
+// AnnotationWriter, so its resourceVersion) is a re-creation and is deleted
+// again, with its resourceVersion as the precondition. The store is then
+// fenced (errSuperseded). What cannot be checked now (the head unreadable)
+// is checked before the next record write, Load or Close.
+func (s *Store) verifyCreates(ctx context.Context) error {
+	if len(s.created) == 0 {
+		return nil
+	}
+	h, err := s.journal.readHead(ctx)
+	if err != nil {
+		return fmt.Errorf("checking the journal head after creating %d records: %w", len(s.created), err)
+	}
+	if h.ResourceVersion == s.createdUnder {
+		s.created = nil
+		return nil
+	}
+	var keep []createdObj
+	undone := 0
+	for _, c := range s.created {
+		err := s.backends[c.kind].remove(ctx, c.obj.Name, c.obj.ResourceVersion)
+		switch {
+		case err == nil:
+			undone++
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			// Deleted or rewritten by the new leader: its, not ours.
+		default:
+			keep = append(keep, c)
+		}
+	}
+	s.created = keep
+	s.fenced = true
+	s.log.Warn("Kubernetes store: another broker committed while this one wrote its last commit's records; removed the records it re-created",
+		"removed", undone, "seq", h.Journal.Seq, "retrying", len(keep))
+	return fmt.Errorf("%w (the head is at commit %d; %d records this broker re-created were removed)", errSuperseded, h.Journal.Seq, undone)
 }
 
 func (w *recordWriter) lookup(k store.Kind, key string) (stored, bool) {
@@ -87,10 +145,16 @@ func (w *recordWriter) remember(k store.Kind, o stored, gone bool) {
 	}
 }
 
+func (w *recordWriter) created(k store.Kind, o stored) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.s.created = append(w.s.created, createdObj{kind: k, obj: o})
+}
+
 func (w *recordWriter) put(ctx context.Context, k store.Kind, e entry) error {
 	b := w.s.backends[k]
 	cur, exists := w.lookup(k, e.Key)
-	want := stored{Name: b.name(e.Key), Key: e.Key, Commit: w.seq, Body: e.Record}
+	want := stored{Name: b.name(e.Key), Key: e.Key, Commit: w.seq, Writer: w.s.writer, Body: e.Record}
 	for range writeAttempts {
 		var rv string
 		var err error
@@ -103,6 +167,9 @@ func (w *recordWriter) put(ctx context.Context, k store.Kind, e entry) error {
 		if err == nil {
 			want.ResourceVersion = rv
 			w.remember(k, want, false)
+			if !exists {
+				w.created(k, want)
+			}
 			return nil
 		}
 		if exists && apierrors.IsNotFound(err) {
