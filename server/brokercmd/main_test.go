@@ -46,11 +46,13 @@ type process struct {
 	exited    chan error
 
 	mu sync.Mutex
-	// loads are the store's "state loaded" log lines after the start.
+	// loads are the store's "state loaded" (and "re-created": the
+	// fencing of a stalled writer) log lines after the start.
 	loads []string
 }
 
-// loadLines returns the store's "state loaded" log lines so far.
+// loadLines returns the store's "state loaded" and "re-created" log lines
+// so far.
 func (p *process) loadLines() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -89,7 +91,7 @@ func launchBroker(tb testing.TB, args ...string) *process {
 		for sc.Scan() {
 			line := sc.Text()
 			if signalled {
-				if strings.Contains(line, "state loaded") {
+				if strings.Contains(line, "state loaded") || strings.Contains(line, "re-created") {
 					p.mu.Lock()
 					p.loads = append(p.loads, line)
 					p.mu.Unlock()
