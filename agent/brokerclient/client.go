@@ -38,6 +38,12 @@ const (
 	// DefaultMaxRetryAfter bounds how long a 429's Retry-After may hold a
 	// call; a broker asking for longer is answered with the 429 itself.
 	DefaultMaxRetryAfter = 30 * time.Second
+	// DefaultTakeoverHold is how long a call that finds no serving replica
+	// keeps retrying past its MaxRetries: an HA broker's takeover takes 3-4.4 s
+	// (docs/operations.md), and the Cluster Autoscaler's calls through the
+	// consumer agent have 5 s (its grpc_timeout), so a call made as the
+	// leader dies is answered by the new one instead of failing.
+	DefaultTakeoverHold = 4500 * time.Millisecond
 	// DefaultMaxIdleConnsPerHost is how many idle keep-alive connections to
 	// the broker the agent keeps. HTTP/1.1 carries one request per
 	// connection at a time, so a burst of n concurrent calls needs n
@@ -76,6 +82,12 @@ type Config struct {
 	BaseBackoff, MaxBackoff time.Duration
 	// MaxRetryAfter caps how long a 429 Retry-After is honoured (default 30 s).
 	MaxRetryAfter time.Duration
+	// TakeoverHold: a call whose every replica is unreachable or answers
+	// 503 (a takeover, or a broker starting) keeps retrying past
+	// MaxRetries until its waits and its age reach this (default
+	// DefaultTakeoverHold; negative: no hold). The caller's context
+	// still ends it at once.
+	TakeoverHold time.Duration
 	// Clock drives backoff waits (default the real clock).
 	Clock clock.Clock
 	// NewRequestID mints the X-Request-Id of one logical call (default UUID v4).
@@ -134,6 +146,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.MaxRetryAfter <= 0 {
 		cfg.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if cfg.TakeoverHold == 0 {
+		cfg.TakeoverHold = DefaultTakeoverHold
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -255,6 +270,8 @@ func (c *Client) doRetries(ctx context.Context, cl call) (int, error) {
 	// to a replica it has not tried in this round at once, and waits (and
 	// spends one of its retries) only after a whole round failed.
 	tried := 0
+	// waited is how long this call has waited between rounds.
+	var waited time.Duration
 	for retries := 0; ; {
 		at := c.current.Load()
 		base := c.bases[at%uint64(len(c.bases))]
@@ -277,14 +294,20 @@ func (c *Client) doRetries(ctx context.Context, cl call) (int, error) {
 			}
 		}
 		tried = 0
-		if retries >= c.cfg.MaxRetries {
+		noServer := status == 0 || status == http.StatusServiceUnavailable
+		holding := noServer && waited < c.cfg.TakeoverHold && c.cfg.Clock.Since(start) < c.cfg.TakeoverHold
+		if retries >= c.cfg.MaxRetries && !holding {
 			return lastStatus, lastErr
 		}
-		retries++
 		if wait <= 0 {
 			wait = backoff
 			backoff = min(backoff*2, c.cfg.MaxBackoff)
 		}
+		if retries >= c.cfg.MaxRetries {
+			wait = min(wait, c.cfg.TakeoverHold-waited) // held for a takeover
+		}
+		retries++
+		waited += wait
 		c.cfg.Logger.Debug("Retrying broker call", "route", cl.route, "attempt", retries, "wait", wait, "requestId", reqID, "err", err)
 		select {
 		case <-ctx.Done():

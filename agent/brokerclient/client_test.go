@@ -225,8 +225,11 @@ func TestNetworkErrorsAreRetried(t *testing.T) {
 	if err == nil || StatusOf(err) != 0 {
 		t.Fatalf("err = %v, want a transport error", err)
 	}
-	if got := len(clk.Waits()); got != 3 {
-		t.Errorf("retries = %d, want 3", got)
+	// 3 retries with backoff, then held for a takeover until the waits
+	// reach DefaultTakeoverHold.
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1600 * time.Millisecond, 1400 * time.Millisecond}
+	if got := clk.Waits(); !equalDurations(got, want) {
+		t.Errorf("waits = %v, want %v", got, want)
 	}
 }
 

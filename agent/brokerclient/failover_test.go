@@ -91,13 +91,13 @@ func TestFailoverAcrossReplicas(t *testing.T) {
 			{roles: []string{"down", "leader", "standby"}, wantCalls: []int{1, 1, 0}},
 			{roles: []string{"down", "leader", "standby"}, wantCalls: []int{0, 1, 0}},
 		}},
-		{"no leader yet: rounds with the standby's Retry-After between them", []step{
-			{roles: []string{"down", "standby", "standby"}, wantCalls: []int{4, 4, 4},
-				wantWaits: []time.Duration{time.Second, time.Second, time.Second}, wantErr: true},
+		{"no leader yet: rounds with the standby's Retry-After between them, held for a takeover", []step{
+			{roles: []string{"down", "standby", "standby"}, wantCalls: []int{6, 6, 6},
+				wantWaits: []time.Duration{time.Second, time.Second, time.Second, time.Second, 500 * time.Millisecond}, wantErr: true},
 		}},
-		{"one URL: a standby's Retry-After is honoured", []step{
-			{roles: []string{"standby"}, wantCalls: []int{4},
-				wantWaits: []time.Duration{time.Second, time.Second, time.Second}, wantErr: true},
+		{"one URL: a standby's Retry-After is honoured, held for a takeover", []step{
+			{roles: []string{"standby"}, wantCalls: []int{6},
+				wantWaits: []time.Duration{time.Second, time.Second, time.Second, time.Second, 500 * time.Millisecond}, wantErr: true},
 		}},
 	}
 	for _, tt := range tests {
@@ -150,5 +150,51 @@ func TestFailoverAcrossReplicas(t *testing.T) {
 func TestFailoverRefusesBadAlternate(t *testing.T) {
 	if _, err := New(Config{BaseURL: "https://a:8443", AlternateURLs: []string{"b:8443"}}); err == nil {
 		t.Fatal("an alternate URL without a scheme was accepted")
+	}
+}
+
+// TestTakeoverHold: a call made as the leader dies (every replica down or
+// a standby) is answered by the new leader within TakeoverHold, past its
+// MaxRetries; without the hold it fails after MaxRetries.
+func TestTakeoverHold(t *testing.T) {
+	tests := []struct {
+		name      string
+		hold      time.Duration
+		wantErr   bool
+		wantWaits []time.Duration
+	}{
+		{"default hold: the new leader answers", 0, false, []time.Duration{time.Second, time.Second, time.Second, time.Second}},
+		{"no hold", -1, true, []time.Duration{time.Second, time.Second, time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reps := newReplicas(t, "down", "standby")
+			// The standby takes over at its fifth request (4 s into the call).
+			var n int
+			var mu sync.Mutex
+			taking := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				mu.Lock()
+				n++
+				if n == 5 {
+					reps[1].set("leader")
+				}
+				mu.Unlock()
+				reps[1].ServeHTTP(w, req)
+			}))
+			t.Cleanup(taking.Close)
+			clk := &instantClock{}
+			c, err := New(Config{BaseURL: reps[0].srv.URL, AlternateURLs: []string{taking.URL}, Clock: clk, TakeoverHold: tt.hold})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			_, err = c.Heartbeat(context.Background(), api.HeartbeatRequest{ClusterID: "c", LiqoClusterID: "l"})
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if got := clk.Waits(); !equalDurations(got, tt.wantWaits) {
+				t.Errorf("waits = %v, want %v", got, tt.wantWaits)
+			}
+		})
 	}
 }
