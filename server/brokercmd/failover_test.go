@@ -31,18 +31,7 @@ func TestFailoverUnderChurn(t *testing.T) {
 	)
 	p := resttest.NewPKI(t)
 	args := append([]string{"--pki-dir", p.Dir, "--rate-limit-burst", "100000", "--rate-limit-rps", "100000", "--leader-elect"}, kubeStoreArgs(t)...)
-	var procs []*process
-	for range replicas {
-		procs = append(procs, launchBroker(t, args...))
-	}
-	t.Cleanup(func() {
-		for _, pr := range procs {
-			_ = pr.cmd.Process.Kill()
-		}
-	})
-	url := &switchable{}
-	url.set(apiURLs(procs)...)
-	waitLeader(t, procs)
+	procs, url := startReplicas(t, replicas, args)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -86,6 +75,20 @@ func TestFailoverUnderChurn(t *testing.T) {
 	}
 	procs = slices.DeleteFunc(procs, func(pr *process) bool { return pr == leader })
 	t.Logf("handover after SIGTERM (stop → first write served): %s", firstWrite(t, probe, procs, stopped).Round(time.Millisecond))
+}
+
+// startReplicas launches n replicas with args and returns them, with the
+// clients' URL switch over them, once one leads.
+func startReplicas(t *testing.T, n int, args []string) ([]*process, *switchable) {
+	t.Helper()
+	var procs []*process
+	for range n {
+		procs = append(procs, launchBroker(t, args...))
+	}
+	url := &switchable{}
+	url.set(apiURLs(procs)...)
+	waitLeader(t, procs)
+	return procs, url
 }
 
 // replaceExited starts a new replica for each one that has exited.

@@ -34,17 +34,7 @@ func TestStalledLeaderFenced(t *testing.T) {
 	p := resttest.NewPKI(t)
 	storeArgs, env := kubeStore(t)
 	args := append([]string{"--pki-dir", p.Dir, "--rate-limit-burst", "100000", "--rate-limit-rps", "100000", "--leader-elect"}, storeArgs...)
-	procs := []*process{launchBroker(t, args...), launchBroker(t, args...)}
-	var stalled []*process
-	t.Cleanup(func() {
-		for _, pr := range append(procs, stalled...) {
-			_ = pr.cmd.Process.Signal(syscall.SIGCONT)
-			_ = pr.cmd.Process.Kill()
-		}
-	})
-	url := &switchable{}
-	url.set(apiURLs(procs)...)
-	waitLeader(t, procs)
+	procs, url := startReplicas(t, 2, args)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	l, wg := startChurn(ctx, t, p, url, consumers, chunks)

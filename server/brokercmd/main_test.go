@@ -83,6 +83,7 @@ func launchBroker(tb testing.TB, args ...string) *process {
 		tb.Fatal(err)
 	}
 	p := &process{cmd: cmd, exited: make(chan error, 1)}
+	tb.Cleanup(func() { _ = cmd.Process.Kill() }) // SIGKILL ends a stopped one too
 	found := make(chan struct{})
 	go func() {
 		sc := bufio.NewScanner(stderr)

@@ -34,15 +34,7 @@ func TestReconcileOnLeaderChange(t *testing.T) {
 	p := resttest.NewPKI(t)
 	storeArgs, env := kubeStore(t)
 	args := append([]string{"--pki-dir", p.Dir, "--leader-elect"}, storeArgs...)
-	procs := []*process{launchBroker(t, args...), launchBroker(t, args...)}
-	t.Cleanup(func() {
-		for _, pr := range procs {
-			_ = pr.cmd.Process.Kill()
-		}
-	})
-	url := &switchable{}
-	url.set(apiURLs(procs)...)
-	waitLeader(t, procs)
+	procs, url := startReplicas(t, 2, args)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	prov := &agent{c: p.NewClient(t, "", "prov-a", api.RoleProvider, 2), url: url}

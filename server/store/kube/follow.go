@@ -100,19 +100,29 @@ func (s *Store) warm(rv string) (map[store.Kind]map[string]stored, []store.Kind,
 
 func (b *crBackend) object() runtime.Object { return &unstructured.Unstructured{} }
 
-func (b *crBackend) listWatch() cache.ListerWatcher {
-	r := b.dc.Resource(b.gvr()).Namespace(b.namespace)
-	sel := LabelManagedBy + "=" + ManagedBy
+// lister is what a collection's client offers to list and watch it.
+type lister[L runtime.Object] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+}
+
+// selected lists and watches the objects of c that match the label
+// selector sel.
+func selected[L runtime.Object](c lister[L], sel string) cache.ListerWatcher {
 	return &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.LabelSelector = sel
-			return r.List(ctx, opts)
+			return c.List(ctx, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.LabelSelector = sel
-			return r.Watch(ctx, opts)
+			return c.Watch(ctx, opts)
 		},
 	}
+}
+
+func (b *crBackend) listWatch() cache.ListerWatcher {
+	return selected(b.dc.Resource(b.gvr()).Namespace(b.namespace), LabelManagedBy+"="+ManagedBy)
 }
 
 func (b *crBackend) decodeObject(obj any) (stored, error) {
@@ -130,18 +140,7 @@ func (b *crBackend) decodeObject(obj any) (stored, error) {
 func (b *secretBackend) object() runtime.Object { return &corev1.Secret{} }
 
 func (b *secretBackend) listWatch() cache.ListerWatcher {
-	sec := b.cs.CoreV1().Secrets(b.namespace)
-	sel := LabelRecord + "=" + store.KindCredential.String()
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.LabelSelector = sel
-			return sec.List(ctx, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.LabelSelector = sel
-			return sec.Watch(ctx, opts)
-		},
-	}
+	return selected(b.cs.CoreV1().Secrets(b.namespace), LabelRecord+"="+store.KindCredential.String())
 }
 
 func (b *secretBackend) decodeObject(obj any) (stored, error) {
