@@ -328,11 +328,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	chunks := placement.DefaultChunkConfig()
-	if o.ChunkConfig != "" {
-		if chunks, err = placement.LoadChunkConfig(o.ChunkConfig); err != nil {
-			return fmt.Errorf("--chunk-config: %w", err)
-		}
+	chunks, err := o.chunkConfig()
+	if err != nil {
+		return err
 	}
 	ready := &ops.Readiness{}
 	svc, hist, err := openService(o, chunks, log)
@@ -372,24 +370,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 	}()
 
-	srv.api = rest.NewApp(rest.Config{
-		Broker:           svc,
-		Logger:           log,
-		AllowLegacyCerts: o.AllowLegacyCerts,
-		RateLimitBurst:   o.RateLimitBurst,
-		RateLimitRPS:     o.RateLimitRPS,
-		ReleaseBurst:     o.ReleaseBurst,
-		Metrics:          reg,
-		BaseContext:      func() context.Context { return base },
-	})
-	go srv.serve("API", srv.api, srv.apiLn)
+	srv.serveAPI(base, o, svc, reg, guard.Limits(), log)
 	ready.SetAPIServing(true)
 	if o.Leader.elected {
 		go reconcileAfterTakeover(base, svc, log)
 	}
-	lim := guard.Limits()
-	log.Info("Broker API listening (mTLS)", "addr", srv.apiLn.Addr().String(), "allowLegacyCerts", o.AllowLegacyCerts,
-		"maxConns", lim.MaxConns, "maxConnsPerIP", lim.MaxConnsPerIP, "handshakeTimeout", lim.HandshakeTimeout)
 
 	if err := srv.serveDashboard(base, o, svc, hist, reg, ready, log); err != nil {
 		cancel()
@@ -404,6 +389,36 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	srv.shutdown(log)
 	<-runDone
 	return runErr
+}
+
+// chunkConfig is the chunk shapes (--chunk-config, else the built-in ones).
+func (o *Options) chunkConfig() (placement.ChunkConfig, error) {
+	if o.ChunkConfig == "" {
+		return placement.DefaultChunkConfig(), nil
+	}
+	chunks, err := placement.LoadChunkConfig(o.ChunkConfig)
+	if err != nil {
+		return chunks, fmt.Errorf("--chunk-config: %w", err)
+	}
+	return chunks, nil
+}
+
+// serveAPI serves the Broker API on the API listener; base ends its
+// long-polls at shutdown.
+func (srv *servers) serveAPI(base context.Context, o Options, svc *reservations.Service, reg *prometheus.Registry, lim netguard.Limits, log *slog.Logger) {
+	srv.api = rest.NewApp(rest.Config{
+		Broker:           svc,
+		Logger:           log,
+		AllowLegacyCerts: o.AllowLegacyCerts,
+		RateLimitBurst:   o.RateLimitBurst,
+		RateLimitRPS:     o.RateLimitRPS,
+		ReleaseBurst:     o.ReleaseBurst,
+		Metrics:          reg,
+		BaseContext:      func() context.Context { return base },
+	})
+	go srv.serve("API", srv.api, srv.apiLn)
+	log.Info("Broker API listening (mTLS)", "addr", srv.apiLn.Addr().String(), "allowLegacyCerts", o.AllowLegacyCerts,
+		"maxConns", lim.MaxConns, "maxConnsPerIP", lim.MaxConnsPerIP, "handshakeTimeout", lim.HandshakeTimeout)
 }
 
 // reconcileAfterTakeover asks every active cluster for its state once this

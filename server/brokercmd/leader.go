@@ -120,15 +120,7 @@ func runElected(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The standby keeps a warm copy of the state until it has loaded it
-	// as the leader (a takeover reads only what the copy cannot vouch for).
-	followCtx, stopFollow := context.WithCancel(ctx)
-	defer stopFollow()
-	followDone := make(chan struct{})
-	go func() {
-		defer close(followDone)
-		_ = st.Follow(followCtx) // ends with followCtx
-	}()
+	stopFollow, followDone := follow(ctx, st)
 	defer func() { stopFollow(); <-followDone }()
 	var elected = make(chan struct{})
 	var lost atomic.Bool
@@ -178,6 +170,20 @@ func runElected(ctx context.Context, o Options, log *slog.Logger) error {
 		return errLostLease
 	}
 	return err
+}
+
+// follow keeps a warm copy of the state in st while this replica stands
+// by, until stop, which Run calls once it has loaded the state as the
+// leader (a takeover reads only what the copy cannot vouch for); done
+// closes when the copy is gone.
+func follow(ctx context.Context, st store.Follower) (stop func(), done <-chan struct{}) {
+	fctx, cancel := context.WithCancel(ctx)
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		_ = st.Follow(fctx) // ends with fctx
+	}()
+	return cancel, ch
 }
 
 // standby answers on the broker's listeners while another replica leads:
