@@ -191,6 +191,8 @@ type Service struct {
 
 	// explained caches every consumer's explanation at one Placer epoch.
 	explained explanationCache
+	// views caches the encoded node-group views (NodeGroupsBody).
+	views viewCache
 	// Re-evaluation (guarded by mu): the last decisions per consumer, when
 	// the next periodic run is due, whether a relevant change asks for one
 	// sooner, and the decision changes counted per policy and outcome.

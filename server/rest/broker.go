@@ -21,9 +21,12 @@ type Broker interface {
 	Advertisement(ctx context.Context, id string) (api.AdvertisementSnapshot, error)
 	// Heartbeat registers a consumer's state and renews its reservations' leases.
 	Heartbeat(ctx context.Context, cn string, req api.HeartbeatRequest) (api.HeartbeatResponse, error)
-	// NodeGroups returns cn's policy-masked view; all=true returns every
-	// group (debugging).
-	NodeGroups(ctx context.Context, cn string, all bool) (api.NodeGroupListResponse, error)
+	// NodeGroupsBody returns cn's policy-masked view (an
+	// api.NodeGroupListResponse, nodeGroups never null) encoded as JSON;
+	// all=true returns every group (debugging). The view is asked for every
+	// few seconds by every consumer and changes far less often: the domain
+	// keeps its encoding while nothing the view reads changed.
+	NodeGroupsBody(ctx context.Context, cn string, all bool) ([]byte, error)
 	// Reserve creates reservation id for consumer cn. created is false for a
 	// replay of the same id and spec (200 instead of 201). Errors:
 	// InvalidRequest, PreconditionFailed (no heartbeat), NotFound,

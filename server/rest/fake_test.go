@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -46,11 +47,18 @@ func (f *fakeBroker) Heartbeat(ctx context.Context, cn string, req api.Heartbeat
 	return f.HeartbeatFn(ctx, cn, req)
 }
 
-func (f *fakeBroker) NodeGroups(ctx context.Context, cn string, all bool) (api.NodeGroupListResponse, error) {
-	if f.NodeGroupsFn == nil {
-		return api.NodeGroupListResponse{}, nil
+func (f *fakeBroker) NodeGroupsBody(ctx context.Context, cn string, all bool) ([]byte, error) {
+	var v api.NodeGroupListResponse
+	if f.NodeGroupsFn != nil {
+		var err error
+		if v, err = f.NodeGroupsFn(ctx, cn, all); err != nil {
+			return nil, err
+		}
 	}
-	return f.NodeGroupsFn(ctx, cn, all)
+	if v.NodeGroups == nil {
+		v.NodeGroups = []api.NodeGroupView{}
+	}
+	return json.Marshal(v)
 }
 
 func (f *fakeBroker) Reserve(ctx context.Context, cn, id string, req api.ReservationRequest) (api.ReservationResponse, bool, error) {

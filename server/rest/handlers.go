@@ -74,14 +74,12 @@ func (s *server) nodeGroups(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.broker.NodeGroups(s.baseCtx(), caller(c).cn, all)
+	body, err := s.broker.NodeGroupsBody(s.baseCtx(), caller(c).cn, all)
 	if err != nil {
 		return err
 	}
-	if resp.NodeGroups == nil {
-		resp.NodeGroups = []api.NodeGroupView{}
-	}
-	return writeJSON(c, http.StatusOK, resp)
+	c.Set(fiber.HeaderContentType, jsonContentType)
+	return c.Status(http.StatusOK).Send(body)
 }
 
 // GET /api/v1/placement/explanation (extension): the caller's own.

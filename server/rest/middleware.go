@@ -128,13 +128,16 @@ func tlsPeer(c *fiber.Ctx) (*x509.Certificate, bool) {
 func jsonMarshal(v any) ([]byte, error)   { return json.Marshal(v) }
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
+// jsonContentType is the Content-Type of every answer.
+const jsonContentType = "application/json; charset=utf-8"
+
 // writeJSON answers status with v as JSON.
 func writeJSON(c *fiber.Ctx, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode response: %w", err)
 	}
-	c.Set(fiber.HeaderContentType, "application/json; charset=utf-8")
+	c.Set(fiber.HeaderContentType, jsonContentType)
 	return c.Status(status).Send(b)
 }
 
