@@ -151,6 +151,10 @@ func (s *server) release(c *fiber.Ctx) error {
 	return writeJSON(c, http.StatusAccepted, resp)
 }
 
+// noInstructions is the JSON of an api.InstructionListResponse with an
+// empty list (TestNoInstructionsBody).
+const noInstructions = `{"instructions":[]}`
+
 // GET /api/v1/instructions[?wait=D]: without wait exactly v1; with wait a
 // long-poll that returns as soon as an instruction exists.
 func (s *server) instructions(c *fiber.Ctx) error {
@@ -169,8 +173,10 @@ func (s *server) instructions(c *fiber.Ctx) error {
 	if err != nil && !(wait > 0 && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))) {
 		return err
 	}
-	if list == nil {
-		list = []api.InstructionView{}
+	if len(list) == 0 {
+		// Most polls find nothing: their answer is always the same.
+		c.Set(fiber.HeaderContentType, jsonContentType)
+		return c.Status(http.StatusOK).SendString(noInstructions)
 	}
 	return writeJSON(c, http.StatusOK, api.InstructionListResponse{Instructions: list})
 }

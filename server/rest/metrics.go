@@ -1,7 +1,10 @@
 package rest
 
 import (
+	"maps"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +21,26 @@ type metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	rateLimited prometheus.Counter
+
+	// children holds the series of each route × method × status seen so
+	// far, copied on write: a request reads it without a lock and without
+	// resolving labels (hashing them, formatting the status). Its size is
+	// bounded by the routes, the methods Fiber knows and the statuses the
+	// API answers, as the series are.
+	children atomic.Pointer[map[seriesKey]series]
+	mu       sync.Mutex // serialises the writers of children
+}
+
+// seriesKey names the series of one request.
+type seriesKey struct {
+	route, method string
+	status        int
+}
+
+// series are the children of one seriesKey.
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -44,6 +67,35 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 func (m *metrics) observe(route, method string, status int, d time.Duration) {
-	m.requests.WithLabelValues(route, method, strconv.Itoa(status)).Inc()
-	m.duration.WithLabelValues(route, method).Observe(d.Seconds())
+	sr := m.series(seriesKey{route: route, method: method, status: status})
+	sr.requests.Inc()
+	sr.duration.Observe(d.Seconds())
+}
+
+// series returns k's children, resolving them on first use.
+func (m *metrics) series(k seriesKey) series {
+	if c := m.children.Load(); c != nil {
+		if sr, ok := (*c)[k]; ok {
+			return sr
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	old := m.children.Load()
+	if old != nil {
+		if sr, ok := (*old)[k]; ok {
+			return sr
+		}
+	}
+	next := make(map[seriesKey]series, 1)
+	if old != nil {
+		maps.Copy(next, *old)
+	}
+	sr := series{
+		requests: m.requests.WithLabelValues(k.route, k.method, strconv.Itoa(k.status)),
+		duration: m.duration.WithLabelValues(k.route, k.method),
+	}
+	next[k] = sr
+	m.children.Store(&next)
+	return sr
 }

@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,6 @@ import (
 
 // Locals keys.
 const (
-	localRequestID = "fa.requestId"
 	localLogger    = "fa.logger"
 	localIdentity  = "fa.identity"
 )
@@ -116,10 +116,20 @@ func newServer(cfg Config) *server {
 	return s
 }
 
+// connStater is a TLS connection (crypto/tls.Conn and the listener guard's
+// wrapper of it).
+type connStater interface{ ConnectionState() tls.ConnectionState }
+
 // tlsPeer returns the leaf of the first verified chain of the connection.
+// It reads the state from the connection itself: fasthttp's
+// TLSConnectionState would copy it to the heap for every request.
 func tlsPeer(c *fiber.Ctx) (*x509.Certificate, bool) {
-	st := c.Context().TLSConnectionState()
-	if st == nil || len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
+	tc, ok := c.Context().Conn().(connStater)
+	if !ok {
+		return nil, false
+	}
+	st := tc.ConnectionState()
+	if len(st.VerifiedChains) == 0 || len(st.VerifiedChains[0]) == 0 {
 		return nil, false
 	}
 	return st.VerifiedChains[0][0], true
@@ -202,34 +212,42 @@ func (s *server) recoverPanics(c *fiber.Ctx) (err error) {
 	return c.Next()
 }
 
-// requestID echoes X-Request-Id (or a fresh UUID v4), stores it for error
-// bodies and sets the extension headers on every response.
+// requestID echoes X-Request-Id (or a fresh UUID v4) and sets the
+// extension headers on every response.
 func (s *server) requestID(c *fiber.Ctx) error {
-	s.ensureRequestID(c)
+	s.setRequestID(c)
 	return c.Next()
 }
 
-// ensureRequestID returns the request's id, choosing it and setting the
-// headers every answer carries on first use. The error handler calls it too:
-// requests the transport rejects never reach the middleware.
+// setRequestID chooses the request's id and sets the headers every answer
+// carries, unless that happened already. The error handler calls it too:
+// requests the transport rejects never reach the middleware. The id lives
+// in the response header only, so a request that succeeds costs no string
+// for it.
+func (s *server) setRequestID(c *fiber.Ctx) {
+	h := &c.Response().Header
+	if len(h.Peek(api.HeaderRequestID)) > 0 {
+		return
+	}
+	if id := c.Request().Header.Peek(api.HeaderRequestID); validRequestID(id) {
+		h.SetBytesV(api.HeaderRequestID, id)
+	} else {
+		h.Set(api.HeaderRequestID, s.newID())
+	}
+	h.Set(api.HeaderLongPoll, "1")
+	h.Set(api.HeaderBrokerAPI, BrokerAPI)
+}
+
+// ensureRequestID returns the request's id (see setRequestID), for error
+// bodies and log lines.
 func (s *server) ensureRequestID(c *fiber.Ctx) string {
-	if v, ok := c.Locals(localRequestID).(string); ok {
-		return v
-	}
-	id := c.Get(api.HeaderRequestID)
-	if !validRequestID(id) {
-		id = s.newID()
-	}
-	c.Locals(localRequestID, id)
-	c.Set(api.HeaderRequestID, id)
-	c.Set(api.HeaderLongPoll, "1")
-	c.Set(api.HeaderBrokerAPI, BrokerAPI)
-	return id
+	s.setRequestID(c)
+	return string(c.Response().Header.Peek(api.HeaderRequestID))
 }
 
 // validRequestID accepts a non-empty, printable ASCII value of bounded size.
-func validRequestID(id string) bool {
-	if id == "" || len(id) > maxRequestIDLen {
+func validRequestID[T string | []byte](id T) bool {
+	if len(id) == 0 || len(id) > maxRequestIDLen {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
@@ -261,7 +279,7 @@ func (s *server) accessLog(c *fiber.Ctx) error {
 			return herr
 		}
 	}
-	route, _ := s.routes.match(c.Method(), c.Path())
+	route := s.routes.template(c.Method(), c.Path())
 	status := c.Response().StatusCode()
 	elapsed := s.now().Sub(start)
 	s.metrics.observe(route, c.Method(), status, elapsed)
@@ -368,7 +386,9 @@ func (s *server) rateLimit(c *fiber.Ctx) error {
 
 // limitBody answers 413 for bodies over the limit.
 func (s *server) limitBody(c *fiber.Ctx) error {
-	if n := c.Request().Header.ContentLength(); n > s.bodyLimit || len(c.Body()) > s.bodyLimit {
+	// c.Body() (decoded as Content-Encoding says, copied) only when there
+	// is a body: an empty one decodes to nothing.
+	if n := c.Request().Header.ContentLength(); n > s.bodyLimit || (len(c.Request().Body()) > 0 && len(c.Body()) > s.bodyLimit) {
 		return api.Errorf(api.CodePayloadTooLarge, "request body exceeds %d bytes", s.bodyLimit)
 	}
 	return c.Next()

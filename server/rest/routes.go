@@ -43,10 +43,9 @@ func (t *routeTable) add(method, template string) {
 // match returns the template registered for method and path (routeUnmatched
 // if none) and, when the path exists only under other methods, those methods.
 func (t routeTable) match(method, path string) (template string, allow []string) {
-	segs := splitPath(path)
 	var other []string
 	for _, r := range t {
-		if !segmentsMatch(r.segments, segs) {
+		if !segmentsMatch(r.segments, path) {
 			continue
 		}
 		if r.method == method || (method == fiber.MethodHead && r.method == fiber.MethodGet) {
@@ -60,6 +59,17 @@ func (t routeTable) match(method, path string) (template string, allow []string)
 	return routeUnmatched, other
 }
 
+// template is match without the allowed methods: the label of a request's
+// metrics and log line. It allocates nothing.
+func (t routeTable) template(method, path string) string {
+	for _, r := range t {
+		if segmentsMatch(r.segments, path) && (r.method == method || (method == fiber.MethodHead && r.method == fiber.MethodGet)) {
+			return r.template
+		}
+	}
+	return routeUnmatched
+}
+
 func splitPath(p string) []string {
 	p = strings.Trim(p, "/")
 	if p == "" {
@@ -68,16 +78,27 @@ func splitPath(p string) []string {
 	return strings.Split(p, "/")
 }
 
-func segmentsMatch(tmpl, segs []string) bool {
-	if len(tmpl) != len(segs) {
+// segmentsMatch reports whether path, split like splitPath, matches the
+// template's segments (":name" matches any one segment). It walks path in
+// place.
+func segmentsMatch(tmpl []string, path string) bool {
+	path = strings.Trim(path, "/")
+	n := 0
+	if path != "" {
+		n = strings.Count(path, "/") + 1
+	}
+	switch {
+	case len(tmpl) == n:
+	case len(tmpl) == n+1 && strings.HasPrefix(tmpl[n], ":"):
 		// An optional trailing parameter may be empty.
-		if len(tmpl) == len(segs)+1 && strings.HasPrefix(tmpl[len(tmpl)-1], ":") {
-			return segmentsMatch(tmpl[:len(tmpl)-1], segs)
-		}
+		tmpl = tmpl[:n]
+	default:
 		return false
 	}
-	for i, s := range tmpl {
-		if !strings.HasPrefix(s, ":") && s != segs[i] {
+	for _, want := range tmpl {
+		seg, rest, _ := strings.Cut(path, "/")
+		path = rest
+		if !strings.HasPrefix(want, ":") && want != seg {
 			return false
 		}
 	}
