@@ -24,8 +24,8 @@ import (
 
 // Locals keys.
 const (
-	localLogger    = "fa.logger"
-	localIdentity  = "fa.identity"
+	localLogger   = "fa.logger"
+	localIdentity = "fa.identity"
 )
 
 // maxRequestIDLen bounds an incoming X-Request-Id; a longer or non-printable
