@@ -90,8 +90,12 @@ func (s *Service) upsertProviderLocked(t *txn, cn string, req api.AdvertisementR
 		s.log.Info("Provider is advertising again; available", "provider", cn, "withinDisconnectGrace", inGrace)
 	}
 	s.idx.UpsertProvider(s.placementProvider(cn, p))
-	if write {
+	switch {
+	case !ok || changed || !wasAvailable:
 		t.other = append(t.other, store.PutAdvertisement(p.rec))
+		p.storedSeen = t.now
+	case write:
+		s.enqueueSeen(store.PutAdvertisement(p.rec))
 		p.storedSeen = t.now
 	}
 	return p

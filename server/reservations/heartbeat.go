@@ -27,7 +27,8 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	t := s.newTxn()
 	c := &consumer{rec: store.Consumer{Heartbeat: req, LastSeen: t.now}, leaseBase: t.now}
 	old := s.st.consumers[cn]
-	write := old == nil || s.mustStore(old.storedSeen, t.now, !reflect.DeepEqual(old.rec.Heartbeat, req))
+	changed := old == nil || !reflect.DeepEqual(old.rec.Heartbeat, req)
+	write := changed || s.mustStore(old.storedSeen, t.now, false)
 	s.applyPolicy(c)
 	applyLifecycle(c)
 	if c.warning != "" {
@@ -43,10 +44,14 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		s.kickSweep() // a grace ends sooner or later, or a virtual node was lost
 	}
 	s.idx.UpsertConsumer(placementConsumer(c))
-	if write {
+	switch {
+	case changed:
 		t.other = append(t.other, store.PutConsumer(c.rec))
 		c.storedSeen = t.now
-	} else {
+	case write:
+		s.enqueueSeen(store.PutConsumer(c.rec))
+		c.storedSeen = t.now
+	default:
 		c.storedSeen = old.storedSeen
 	}
 	// One map lookup per distinct id: O(n) under the lock (~0.6 ms for
@@ -75,9 +80,13 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 // record's LastSeen (storedSeen) is seenWriteEvery old. Skipping the others
 // saves a durable commit per agent period (a quarter of the broker's CPU at
 // 250+250 agents) and loses nothing acknowledged: the content on disk is
-// the same, and after a crash a provider's last-seen time is at most
-// seenWriteEvery older than the truth, so it stays available for at least
-// ProviderStaleAfter − seenWriteEvery, longer than its advertisement period.
+// the same. A change is written before the report is answered; a report
+// that only refreshes the stored time is answered at once and written
+// within SeenFlushDelay together with the others (enqueueSeen), so after a
+// crash a provider's last-seen time is at most seenWriteEvery +
+// SeenFlushDelay older than the truth and it stays available for at least
+// ProviderStaleAfter − seenWriteEvery − SeenFlushDelay, longer than its
+// advertisement period.
 func (s *Service) mustStore(storedSeen, now time.Time, changed bool) bool {
 	return changed || now.Sub(storedSeen) >= s.seenWriteEvery()
 }

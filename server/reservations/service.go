@@ -171,8 +171,11 @@ type Service struct {
 
 	mu sync.Mutex
 	st *state
-	// queue holds commits waiting for the committer (guarded by mu).
+	// queue holds commits waiting for the committer (guarded by mu);
+	// awaited counts those somebody waits for (the others are refreshed
+	// last-seen times, see enqueueSeen).
 	queue   []*commitReq
+	awaited int
 	closing bool
 
 	commitKick chan struct{}
@@ -205,7 +208,7 @@ type Service struct {
 type commitReq struct {
 	muts []store.Mutation
 	wake []string
-	done chan error
+	done chan error // nil: nobody waits (enqueueSeen)
 }
 
 // New loads the state from cfg.Store, rebuilds the ledger (reserved chunks
@@ -304,11 +307,38 @@ func (s *Service) enqueue(t *txn) *commitReq {
 		return req
 	}
 	s.queue = append(s.queue, req)
+	s.awaited++
+	s.kickCommitter()
+	return req
+}
+
+// SeenFlushDelay bounds how long a refreshed last-seen time (the write of
+// an unchanged advertisement or heartbeat, see mustStore) waits for the
+// committer: it goes with the next awaited commit, or this long after the
+// first waiting one, so the periodic reports of many agents share one
+// transaction and one fsync instead of one each.
+const SeenFlushDelay = time.Second
+
+// enqueueSeen queues m, the write of an unchanged report whose stored
+// last-seen time is due for a refresh, without waiting for it: the report
+// changed nothing else, and a crash before the flush only leaves the stored
+// time SeenFlushDelay older. It must be called with s.mu held.
+func (s *Service) enqueueSeen(m store.Mutation) {
+	if s.closing {
+		return // Close writes every unstored last-seen time itself
+	}
+	first := len(s.queue) == 0
+	s.queue = append(s.queue, &commitReq{muts: []store.Mutation{m}})
+	if first {
+		s.kickCommitter() // to start the flush delay
+	}
+}
+
+func (s *Service) kickCommitter() {
 	select {
 	case s.commitKick <- struct{}{}:
 	default:
 	}
-	return req
 }
 
 // await waits until req is durable. It waits even if ctx ends: the change
@@ -328,29 +358,57 @@ func await(req *commitReq) error {
 // transaction as have accumulated (group commit).
 func (s *Service) committer() {
 	defer close(s.done)
+	var flush clock.Timer // the flush delay of refreshed last-seen times
+	defer func() {
+		if flush != nil {
+			flush.Stop()
+		}
+	}()
 	for {
 		s.mu.Lock()
 		batch := s.queue
-		s.queue = nil
+		due := s.awaited > 0
+		if due {
+			s.queue, s.awaited = nil, 0
+		}
 		s.mu.Unlock()
-		if len(batch) == 0 {
-			select {
-			case <-s.commitKick:
-				continue
-			case <-s.stop:
-				s.mu.Lock()
-				rest := s.queue
-				s.queue = nil
-				s.mu.Unlock()
-				if len(rest) == 0 {
-					return
-				}
+		if due {
+			if flush != nil {
+				flush.Stop()
+				flush = nil
+			}
+			s.commitBatch(batch)
+			continue
+		}
+		var flushC <-chan time.Time
+		if len(batch) > 0 {
+			if flush == nil {
+				flush = s.clock.NewTimer(SeenFlushDelay)
+			}
+			flushC = flush.C()
+		}
+		select {
+		case <-s.commitKick:
+		case <-flushC:
+			flush = nil
+			s.commitBatch(s.takeQueue())
+		case <-s.stop:
+			if rest := s.takeQueue(); len(rest) > 0 {
 				s.commitBatch(rest)
 				continue
 			}
+			return
 		}
-		s.commitBatch(batch)
 	}
+}
+
+// takeQueue empties the commit queue.
+func (s *Service) takeQueue() []*commitReq {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queue
+	s.queue, s.awaited = nil, 0
+	return q
 }
 
 func (s *Service) commitBatch(batch []*commitReq) {
@@ -368,7 +426,7 @@ func (s *Service) commitBatch(batch []*commitReq) {
 		s.log.Error("Persisting state failed; rolling the in-memory state back to the store", "err", err, "commits", len(batch))
 		s.mu.Lock()
 		pending := s.queue
-		s.queue = nil
+		s.queue, s.awaited = nil, 0
 		snap, lerr := s.cfg.Store.Load(context.Background())
 		if lerr != nil {
 			s.log.Error("Reloading state after a failed commit failed; keeping the in-memory state", "err", lerr)
@@ -377,7 +435,9 @@ func (s *Service) commitBatch(batch []*commitReq) {
 		}
 		s.mu.Unlock()
 		for _, r := range append(batch, pending...) {
-			r.done <- err
+			if r.done != nil {
+				r.done <- err
+			}
 		}
 		s.notify()
 		return
@@ -392,7 +452,9 @@ func (s *Service) commitBatch(batch []*commitReq) {
 		s.mu.Unlock()
 	}
 	for _, r := range batch {
-		r.done <- nil
+		if r.done != nil {
+			r.done <- nil
+		}
 	}
 	s.notify()
 }
