@@ -16,6 +16,9 @@ import (
 type Broker interface {
 	// Advertise upserts a provider's advertisement. The request was decoded
 	// and its clusterId checked against cn by the caller of this method.
+	// Advertise and Heartbeat must not modify what req references (maps,
+	// slices, pointers): a body that repeats the caller's last one is
+	// handed over as the same decoded value again.
 	Advertise(ctx context.Context, cn string, req api.AdvertisementRequest) (api.AdvertisementResponse, error)
 	// Advertisement returns the broker's view of provider id (NotFound).
 	Advertisement(ctx context.Context, id string) (api.AdvertisementSnapshot, error)

@@ -16,11 +16,11 @@ func (s *server) healthz(c *fiber.Ctx) error {
 
 // POST /api/v1/advertisements: validation (400) before the CN check (403).
 func (s *server) advertise(c *fiber.Ctx) error {
-	req, err := decodeAdvertisement(c.Body())
+	id := caller(c)
+	req, err := s.ads.decode(id.cn, c.Body(), decodeAdvertisement)
 	if err != nil {
 		return err
 	}
-	id := caller(c)
 	if req.ClusterID != id.cn {
 		return api.Errorf(api.CodeForbidden, "clusterId %q does not match the client certificate (%q)", req.ClusterID, id.cn)
 	}
@@ -53,11 +53,11 @@ func (s *server) getAdvertisement(c *fiber.Ctx) error {
 
 // POST /api/v1/heartbeat: validation (400) before the CN check (403).
 func (s *server) heartbeat(c *fiber.Ctx) error {
-	req, err := decodeHeartbeat(c.Body())
+	id := caller(c)
+	req, err := s.beats.decode(id.cn, c.Body(), decodeHeartbeat)
 	if err != nil {
 		return err
 	}
-	id := caller(c)
 	if req.ClusterID != id.cn {
 		return api.Errorf(api.CodeForbidden, "clusterId %q does not match the client certificate (%q)", req.ClusterID, id.cn)
 	}
