@@ -199,6 +199,15 @@ func (ix *Index) ChunkConfig() ChunkConfig { return ix.cfg }
 // availability, replacing what was known of it. Usage recorded with
 // SetUsage is kept.
 func (ix *Index) UpsertProvider(p Provider) {
+	// The periodic re-advertisement of what is known changes nothing:
+	// answer it before cutting chunks and pricing them.
+	ix.mu.RLock()
+	old, had := ix.providers[p.ID]
+	same := had && sameProvider(old.p, p)
+	ix.mu.RUnlock()
+	if same {
+		return
+	}
 	ps := &provState{p: p}
 	chunks := Chunks(ix.cfg, p.Resources)
 	for i, t := range chunkTypes {
@@ -216,9 +225,9 @@ func (ix *Index) UpsertProvider(p Provider) {
 
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
-	old, had := ix.providers[p.ID]
+	old, had = ix.providers[p.ID]
 	if had && sameProvider(old.p, p) {
-		return // a re-advertisement of what is known: nothing to re-index
+		return // it became known meanwhile: nothing to re-index
 	}
 	ix.epoch++
 	if had {

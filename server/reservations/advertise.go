@@ -81,7 +81,9 @@ func (s *Service) upsertProviderLocked(t *txn, cn string, req api.AdvertisementR
 		s.markReevaluate() // prices, carbon, capacity or sharing changed
 	}
 	p.rec = store.Advertisement{Request: req, LastSeen: t.now}
-	p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
+	if !ok || changed {
+		p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
+	}
 	p.freshSince = t.now
 	p.available = true
 	p.staleHandled = false
