@@ -74,14 +74,13 @@ func (s *Service) upsertProviderLocked(t *txn, cn string, req api.AdvertisementR
 		s.st.providers[cn] = p
 	}
 	wasAvailable := ok && p.available
-	changed := !reflect.DeepEqual(p.rec.Request, req)
-	write := !ok || s.mustStore(p.storedSeen, t.now, changed)
+	changed := !ok || !reflect.DeepEqual(p.rec.Request, req)
 	inGrace := !p.graceUntil.IsZero()
-	if !ok || !wasAvailable || changed {
+	if changed || !wasAvailable {
 		s.markReevaluate() // prices, carbon, capacity or sharing changed
 	}
 	p.rec = store.Advertisement{Request: req, LastSeen: t.now}
-	if !ok || changed {
+	if changed {
 		p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
 	}
 	p.freshSince = t.now
@@ -92,14 +91,7 @@ func (s *Service) upsertProviderLocked(t *txn, cn string, req api.AdvertisementR
 		s.log.Info("Provider is advertising again; available", "provider", cn, "withinDisconnectGrace", inGrace)
 	}
 	s.idx.UpsertProvider(s.placementProvider(cn, p))
-	switch {
-	case !ok || changed || !wasAvailable:
-		t.other = append(t.other, store.PutAdvertisement(p.rec))
-		p.storedSeen = t.now
-	case write:
-		s.enqueueSeen(store.PutAdvertisement(p.rec))
-		p.storedSeen = t.now
-	}
+	p.storedSeen = s.persistReport(t, store.PutAdvertisement(p.rec), changed || !wasAvailable, p.storedSeen)
 	return p
 }
 

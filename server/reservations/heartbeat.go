@@ -28,7 +28,6 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	c := &consumer{rec: store.Consumer{Heartbeat: req, LastSeen: t.now}, leaseBase: t.now}
 	old := s.st.consumers[cn]
 	changed := old == nil || !reflect.DeepEqual(old.rec.Heartbeat, req)
-	write := changed || s.mustStore(old.storedSeen, t.now, false)
 	s.applyPolicy(c)
 	applyLifecycle(c)
 	if c.warning != "" {
@@ -44,16 +43,11 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		s.kickSweep() // a grace ends sooner or later, or a virtual node was lost
 	}
 	s.idx.UpsertConsumer(placementConsumer(c))
-	switch {
-	case changed:
-		t.other = append(t.other, store.PutConsumer(c.rec))
-		c.storedSeen = t.now
-	case write:
-		s.enqueueSeen(store.PutConsumer(c.rec))
-		c.storedSeen = t.now
-	default:
-		c.storedSeen = old.storedSeen
+	var storedSeen time.Time
+	if old != nil {
+		storedSeen = old.storedSeen
 	}
+	c.storedSeen = s.persistReport(t, store.PutConsumer(c.rec), changed, storedSeen)
 	// One map lookup per distinct id: O(n) under the lock (~0.6 ms for
 	// 10 000 ids). Splitting it into batches under separate holds makes
 	// other tenants wait longer, not shorter: sync.Mutex lets the
@@ -89,6 +83,22 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 // advertisement period.
 func (s *Service) mustStore(storedSeen, now time.Time, changed bool) bool {
 	return changed || now.Sub(storedSeen) >= s.seenWriteEvery()
+}
+
+// persistReport writes m, the record of a periodic report: in t (before
+// the report is answered) when changed, else through enqueueSeen when the
+// stored last-seen time storedSeen is due for a refresh (mustStore), else
+// not at all. It returns the record's stored last-seen time afterwards.
+func (s *Service) persistReport(t *txn, m store.Mutation, changed bool, storedSeen time.Time) time.Time {
+	switch {
+	case changed:
+		t.other = append(t.other, m)
+	case s.mustStore(storedSeen, t.now, false):
+		s.enqueueSeen(m)
+	default:
+		return storedSeen
+	}
+	return t.now
 }
 
 // seenWriteEvery is how stale a stored last-seen time may get: a third of

@@ -16,15 +16,28 @@ func (s *server) healthz(c *fiber.Ctx) error {
 
 // POST /api/v1/advertisements: validation (400) before the CN check (403).
 func (s *server) advertise(c *fiber.Ctx) error {
-	id := caller(c)
-	req, err := s.ads.decode(id.cn, c.Body(), decodeAdvertisement)
+	return report(c, &s.ads, decodeAdvertisement,
+		func(r api.AdvertisementRequest) string { return r.ClusterID },
+		func(cn string, r api.AdvertisementRequest) (api.AdvertisementResponse, error) {
+			return s.broker.Advertise(s.baseCtx(), cn, r)
+		})
+}
+
+// report serves a periodic report (advertisement or heartbeat): decoded
+// through the caller's cache and validated (400), then its clusterId
+// checked against the client certificate (403), then handed to the
+// domain.
+func report[Req, Resp any](c *fiber.Ctx, cache *reportCache[Req], decode func([]byte) (Req, error),
+	clusterID func(Req) string, handle func(cn string, req Req) (Resp, error)) error {
+	cn := caller(c).cn
+	req, err := cache.decode(cn, c.Body(), decode)
 	if err != nil {
 		return err
 	}
-	if req.ClusterID != id.cn {
-		return api.Errorf(api.CodeForbidden, "clusterId %q does not match the client certificate (%q)", req.ClusterID, id.cn)
+	if got := clusterID(req); got != cn {
+		return api.Errorf(api.CodeForbidden, "clusterId %q does not match the client certificate (%q)", got, cn)
 	}
-	resp, err := s.broker.Advertise(s.baseCtx(), id.cn, req)
+	resp, err := handle(cn, req)
 	if err != nil {
 		return err
 	}
@@ -53,19 +66,11 @@ func (s *server) getAdvertisement(c *fiber.Ctx) error {
 
 // POST /api/v1/heartbeat: validation (400) before the CN check (403).
 func (s *server) heartbeat(c *fiber.Ctx) error {
-	id := caller(c)
-	req, err := s.beats.decode(id.cn, c.Body(), decodeHeartbeat)
-	if err != nil {
-		return err
-	}
-	if req.ClusterID != id.cn {
-		return api.Errorf(api.CodeForbidden, "clusterId %q does not match the client certificate (%q)", req.ClusterID, id.cn)
-	}
-	resp, err := s.broker.Heartbeat(s.baseCtx(), id.cn, req)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, resp)
+	return report(c, &s.beats, decodeHeartbeat,
+		func(r api.HeartbeatRequest) string { return r.ClusterID },
+		func(cn string, r api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+			return s.broker.Heartbeat(s.baseCtx(), cn, r)
+		})
 }
 
 // GET /api/v1/nodegroups[?all=true].
