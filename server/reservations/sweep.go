@@ -24,6 +24,9 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	changed := s.sweepProviders(t, next)
 	s.sweepReservations(t, next)
 	s.sweepInstructions(t, next)
+	if s.sweepMigrations(t, next) {
+		changed = true
+	}
 	req := s.enqueue(t)
 	var inputs []reevalInput
 	due := s.reevaluateDueLocked(t.now, next)
