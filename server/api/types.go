@@ -394,6 +394,10 @@ type ReservationResponse struct {
 	// first, or sooner if the consumer reports its virtual node NotReady
 	// (extension).
 	GraceUntil *metav1.Time `json:"graceUntil,omitempty"`
+	// MigratedFrom is set on a reservation the broker made to move a
+	// manual reservation to a better provider: the one it replaces
+	// (extension; docs/placement.md, Migration).
+	MigratedFrom string `json:"migratedFrom,omitempty"`
 }
 
 // ReleaseResponse answers DELETE /api/v1/reservations/{id}.
