@@ -346,6 +346,19 @@ func (f *Federation) Stop() error {
 	return f.err
 }
 
+// brokerDefaults gives the broker's durations their defaults.
+func (o *Options) brokerDefaults() {
+	if o.ProviderStaleAfter <= 0 {
+		o.ProviderStaleAfter = reservations.DefaultProviderStaleAfter
+	}
+	if o.DisconnectGrace <= 0 {
+		o.DisconnectGrace = reservations.DefaultDisconnectGrace
+	}
+	if o.MigrationTimeout <= 0 {
+		o.MigrationTimeout = reservations.DefaultMigrationTimeout
+	}
+}
+
 func (o *Options) defaults() error {
 	if o.DataDir == "" {
 		o.DataDir = "demo-data"
@@ -383,15 +396,7 @@ func (o *Options) defaults() error {
 	if o.ScaleDownUnneededTime <= 0 {
 		o.ScaleDownUnneededTime = 10 * time.Second
 	}
-	if o.ProviderStaleAfter <= 0 {
-		o.ProviderStaleAfter = reservations.DefaultProviderStaleAfter
-	}
-	if o.DisconnectGrace <= 0 {
-		o.DisconnectGrace = reservations.DefaultDisconnectGrace
-	}
-	if o.MigrationTimeout <= 0 {
-		o.MigrationTimeout = reservations.DefaultMigrationTimeout
-	}
+	o.brokerDefaults()
 	if o.AdvertiseInterval <= 0 {
 		o.AdvertiseInterval = 10 * time.Second
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,39 +41,14 @@ func (d *driver) readyNodes(ctx context.Context) (map[string]int, error) {
 // until the test ends; the returned func gives the fewest seen (-1 when a
 // listing failed).
 func (d *driver) watchReady() func() int {
-	ctx, cancel := context.WithCancel(context.Background())
-	var mu sync.Mutex
-	fewest := math.MaxInt
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			byProvider, err := d.readyNodes(ctx)
-			n := -1
-			if err == nil {
-				n = 0
-				for _, v := range byProvider {
-					n += v
-				}
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			mu.Lock()
-			fewest = min(fewest, n)
-			mu.Unlock()
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
+	return d.watchFewest(50*time.Millisecond, func(ctx context.Context) (int, error) {
+		byProvider, err := d.readyNodes(ctx)
+		n := 0
+		for _, v := range byProvider {
+			n += v
 		}
-	}()
-	d.t.Cleanup(func() { cancel(); <-done })
-	return func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return fewest
-	}
+		return n, err
+	})
 }
 
 // providerConsole logs in to provider id's console and returns a poster of
@@ -91,26 +65,7 @@ func (d *driver) providerConsole(id string) func(path string, form url.Values) {
 	_ = resp.Body.Close()
 	return func(path string, form url.Values) {
 		d.t.Helper()
-		resp, err := c.Get(p.ConsoleURL + "/")
-		if err != nil {
-			d.t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		m := csrfRE.FindSubmatch(body)
-		if m == nil {
-			d.t.Fatalf("no CSRF token on %s's console page (%s)", id, resp.Status)
-		}
-		form.Set("_csrf", string(m[1]))
-		resp, err = c.PostForm(p.ConsoleURL+path, form)
-		if err != nil {
-			d.t.Fatal(err)
-		}
-		body, _ = io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Request.URL.RawQuery, "ok=") {
-			d.t.Fatalf("POST %s on %s's console: %s at %s: %.400s", path, id, resp.Status, resp.Request.URL, body)
-		}
+		d.postTo(c, p.ConsoleURL, path, form)
 	}
 }
 

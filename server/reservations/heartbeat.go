@@ -30,14 +30,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	write := old == nil || s.mustStore(old.storedSeen, t.now, !reflect.DeepEqual(old.rec.Heartbeat, req))
 	s.applyPolicy(c)
 	applyLifecycle(c)
-	var wasReady map[string]struct{}
-	if old != nil {
-		c.rec.Moves, wasReady = old.rec.Moves, old.ready
-	}
-	c.ready = s.readyTargets(listed, setOf(req.StartingReservations), c.notReady)
-	if !maps.Equal(wasReady, c.ready) {
-		s.kickSweep() // a move's target is Ready (or no longer)
-	}
+	s.carryMovesLocked(old, c, listed)
 	if c.warning != "" {
 		if old == nil || old.warning != c.warning {
 			s.log.Warn("Unknown placement policy; using Standard", "consumer", cn, "placement", req.Placement.Type)
@@ -68,11 +61,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		}
 	}
 	resp := api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown}
-	if c.rec.Moves != nil || len(s.kept) > 0 {
-		// Only a consumer that ever moved (or has a kept move) pays for
-		// the walk over the reservations.
-		resp.Migrations, resp.Savings = s.migrationsLocked(cn), savingsLocked(c)
-	}
+	resp.Migrations, resp.Savings = s.heartbeatMovesLocked(c)
 	req2 := s.enqueue(t)
 	s.mu.Unlock()
 	if err := await(req2); err != nil {

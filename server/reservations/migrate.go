@@ -268,15 +268,7 @@ func (s *Service) movable(c *consumer, d api.Reevaluation) []*store.Reservation 
 		}
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b *store.Reservation) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		if a.ID < b.ID {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(out, byCreation)
 	return out
 }
 
@@ -448,4 +440,29 @@ func errorMessage(err error) string {
 		return ae.Message
 	}
 	return err.Error()
+}
+
+// carryMovesLocked keeps the migration ledger of the consumer's previous
+// record (old, nil for a new consumer) in its new one, c, and notes which
+// move targets the heartbeat listing listed shows Ready, waking the
+// sweeper when that changed.
+func (s *Service) carryMovesLocked(old, c *consumer, listed []string) {
+	var wasReady map[string]struct{}
+	if old != nil {
+		c.rec.Moves, wasReady = old.rec.Moves, old.ready
+	}
+	c.ready = s.readyTargets(listed, setOf(c.rec.Heartbeat.StartingReservations), c.notReady)
+	if !maps.Equal(wasReady, c.ready) {
+		s.kickSweep() // a move's target is Ready (or no longer)
+	}
+}
+
+// heartbeatMovesLocked is what a heartbeat answer says of consumer c's
+// moves. Only a consumer that ever moved (or while some move is kept) pays
+// for the walk over the reservations.
+func (s *Service) heartbeatMovesLocked(c *consumer) ([]api.Migration, *api.MigrationSavings) {
+	if c.rec.Moves == nil && len(s.kept) == 0 {
+		return nil, nil
+	}
+	return s.migrationsLocked(c.rec.Heartbeat.ClusterID), savingsLocked(c)
 }

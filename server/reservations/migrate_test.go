@@ -68,7 +68,8 @@ func (e *moveEnv) peerTarget(id string) {
 	e.result("c1", peerName(id), peered("vn-"+id))
 }
 
-func (e *moveEnv) migrations() []api.Migration {
+// row is c1's row of the overview.
+func (e *moveEnv) row() api.OverviewConsumer {
 	e.t.Helper()
 	ov, err := e.s.Overview(e.ctx)
 	if err != nil {
@@ -76,25 +77,15 @@ func (e *moveEnv) migrations() []api.Migration {
 	}
 	for _, c := range ov.Consumers {
 		if c.ClusterID == "c1" {
-			return c.Migrations
+			return c
 		}
 	}
-	return nil
+	return api.OverviewConsumer{}
 }
 
-func (e *moveEnv) savings() *api.MigrationSavings {
-	e.t.Helper()
-	ov, err := e.s.Overview(e.ctx)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, c := range ov.Consumers {
-		if c.ClusterID == "c1" {
-			return c.Savings
-		}
-	}
-	return nil
-}
+func (e *moveEnv) migrations() []api.Migration { return e.row().Migrations }
+
+func (e *moveEnv) savings() *api.MigrationSavings { return e.row().Savings }
 
 func (e *moveEnv) moves(outcome string) float64 {
 	return testutil.ToFloat64(gauge(e.t.(*testing.T), e.s, "fa_broker_migrations_total", `"`+outcome+`"`))

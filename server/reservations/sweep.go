@@ -3,6 +3,7 @@ package reservations
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -224,14 +225,14 @@ func (s *Service) sortedReservations() []*store.Reservation {
 	for _, r := range s.st.reservations {
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b *store.Reservation) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		if a.ID < b.ID {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(out, byCreation)
 	return out
+}
+
+// byCreation orders reservations by creation, then id.
+func byCreation(a, b *store.Reservation) int {
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
 }
