@@ -123,9 +123,13 @@ func (s *Service) releaseTarget(t *txn, tg *store.Reservation, msg string) {
 
 // endMove records the outcome of r's move.
 func (s *Service) endMove(t *txn, r *store.Reservation, state, reason string) {
-	m := r.Migration
+	// A copy: the record handed to an earlier commit may still be encoding
+	// the old one (store mutations copy the reservation, not what it
+	// points to).
+	m := *r.Migration
 	at := t.now
 	m.State, m.Reason, m.EndedAt = state, reason, &at
+	r.Migration = &m
 	t.putRes(r)
 	s.moveCounts[state]++
 	s.log.Info("Migration "+state, "reservation", r.ID, "consumer", r.ConsumerID, "from", r.ProviderID, "to", m.To, "target", m.Target, "reason", reason)
@@ -151,12 +155,17 @@ func (s *Service) creditSaving(t *txn, r *store.Reservation) {
 	s.putConsumer(t, c)
 }
 
-// ledger is c's migration ledger, created on first use.
+// ledger is a copy of c's migration ledger (a new one on first use), put
+// in c's record to be changed: the record handed to an earlier commit may
+// still be encoding the old one.
 func (s *Service) ledger(c *consumer) *store.MoveLedger {
-	if c.rec.Moves == nil {
-		c.rec.Moves = &store.MoveLedger{}
+	l := &store.MoveLedger{}
+	if c.rec.Moves != nil {
+		*l = *c.rec.Moves
+		l.Starts = slices.Clone(l.Starts)
 	}
-	return c.rec.Moves
+	c.rec.Moves = l
+	return l
 }
 
 // putConsumer writes c's record in t.
@@ -239,7 +248,7 @@ func (s *Service) budgetUsed(t *txn, c *consumer, window time.Duration) (int, ti
 	from := t.now.Add(-window)
 	kept := slices.DeleteFunc(slices.Clone(l.Starts), func(at time.Time) bool { return !at.After(from) })
 	if len(kept) != len(l.Starts) {
-		l.Starts = kept
+		s.ledger(c).Starts = kept
 		s.putConsumer(t, c)
 	}
 	if len(kept) == 0 {
