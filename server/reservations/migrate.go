@@ -390,8 +390,8 @@ func savingsLocked(c *consumer) *api.MigrationSavings {
 }
 
 // moveWanted reports whether a sweep may start a move for decisions ds of
-// consumer cn: one says "move" and the consumer's budget is not 0. Called
-// with s.mu held.
+// consumer cn: one says "move" for a group with a movable manual
+// reservation, and the consumer's budget is not 0. Called with s.mu held.
 func (s *Service) moveWanted(cn string, ds []api.Reevaluation) bool {
 	c := s.st.consumers[cn]
 	if c == nil {
@@ -400,7 +400,7 @@ func (s *Service) moveWanted(cn string, ds []api.Reevaluation) bool {
 	if n, _ := s.migrationBudget(c); n == 0 {
 		return false
 	}
-	return slices.ContainsFunc(ds, func(d api.Reevaluation) bool { return d.Decision == api.DecisionMove })
+	return slices.ContainsFunc(ds, func(d api.Reevaluation) bool { return d.Decision == api.DecisionMove && len(s.movable(c, d)) > 0 })
 }
 
 // readyTargets returns which of ids, the reservations a heartbeat of the
