@@ -159,6 +159,11 @@ type ConsumerStatus struct {
 	// is the Choice selector's audit log, newest first.
 	Intent    string
 	Decisions []ChoiceDecision
+	// Migrations are the broker's moves of the consumer's manual
+	// reservations to a better provider, and Savings what the finished
+	// ones saved (nil before the first).
+	Migrations []api.Migration
+	Savings    *api.MigrationSavings
 }
 
 // ChoiceDecision is one decision of the consumer agent's Choice selector

@@ -184,6 +184,7 @@ func (cc *ConsumerConsole) renderLive(ctx context.Context) (templ.Component, err
 		views.ConsumerStatusPanel(v),
 		views.ConsumerChoice(v),
 		views.ConsumerReservations(v, "", cc.site.prefix),
+		views.ConsumerMigrations(v),
 		views.ConsumerNodes(v),
 		views.ConsumerWhy(v),
 	}
@@ -472,6 +473,7 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 			{Label: "Chosen provider", Value: chosen},
 			{Label: "Last heartbeat", Value: ago(now, st.LastHeartbeat)},
 		},
+		Migrations: migrationRows(cur, st.ClusterID, st.Migrations), Saved: savingsLabel(cur, st.Savings),
 	}
 	provs := make([]string, 0, len(st.RTTs))
 	for p := range st.RTTs {

@@ -306,7 +306,7 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 		r := views.ConsumerRow{
 			ID: c.ClusterID, Location: location(c.City, c.Region),
 			Policy: policyLabel(c.Placement, c.AppliedPlacement), Chosen: c.ChosenProvider,
-			RTT: dash, LastSeen: ago(now, c.LastSeen.Time),
+			RTT: dash, LastSeen: ago(now, c.LastSeen.Time), Saved: savingsLabel(cur, c.Savings),
 		}
 		if r.Chosen == "" {
 			r.Chosen = "none growable now"
@@ -316,6 +316,7 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 	}
 	sort.Slice(vm.Consumers, func(i, j int) bool { return vm.Consumers[i].ID < vm.Consumers[j].ID })
 
+	vm.Migrations = dashboardMigrations(cur, ov.Consumers)
 	vm.Reservations = reservationRows(ov.Reservations)
 	vm.Instructions = instructionRows(now, ov.ProviderInstructions, ov.ReservationInstructions)
 

@@ -18,7 +18,8 @@ const MaxEvents = 100
 
 // event is one thing that finished: a reservation that ended (Released,
 // Failed, Expired), an instruction its agent carried out (enforced), or a
-// new re-evaluation decision for a consumer's held chunks.
+// new re-evaluation decision for a consumer's held chunks, or a move of a
+// manual reservation that started, ended or was kept.
 type event struct {
 	key      string // "reservation/<id>", "instruction/<id>" or "reevaluation/<consumer>/<group>/<decision>/<target>/<at>"
 	at       time.Time
@@ -120,7 +121,8 @@ func overviewEvents(ov api.Overview) []event {
 			})
 		}
 	}
-	return append(out, reevaluationEvents(ov.Consumers)...)
+	out = append(out, reevaluationEvents(ov.Consumers)...)
+	return append(out, migrationEvents(ov.Consumers)...)
 }
 
 // reevaluationEvents are the consumers' current re-evaluation decisions,

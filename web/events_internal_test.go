@@ -95,3 +95,47 @@ func TestReevaluationEvents(t *testing.T) {
 		t.Errorf("events\n got %s\nwant %s", strings.Join(got, "; "), want)
 	}
 }
+
+// TestMigrationEvents: a move is an event when it starts and another when
+// it ends (the start stays in the log after the broker shows it ended); a
+// kept move is one event; the dashboard lists the moves newest first and
+// shows the consumer's savings.
+func TestMigrationEvents(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 13, 0, 0, 0, time.UTC)
+	cost, co2 := 0.034, -1.5
+	move := api.Migration{
+		ReservationID: "manual-1", TargetReservationID: "manual-1.m1", From: "sydney", To: "montreal",
+		ChunkType: api.ChunkStandard, ChunkCount: 1, State: api.MigrationMoving, Reason: "montreal is better",
+		Saving: api.MigrationSaving{CostPerHour: &cost, CarbonPerHour: &co2}, StartedAt: metav1.NewTime(t0),
+	}
+	kept := api.Migration{ReservationID: "manual-2", From: "sydney", To: "montreal", ChunkType: api.ChunkStandard, ChunkCount: 1,
+		State: api.MigrationKept, Reason: "the disruption budget of 1 moves per 1h0m0s is used up", StartedAt: metav1.NewTime(t0.Add(time.Second))}
+	ov := func(ms ...api.Migration) api.Overview {
+		return api.Overview{Consumers: []api.OverviewConsumer{{ClusterID: "london", Migrations: ms,
+			Savings: &api.MigrationSavings{Moves: 1, CostPerHour: cost, CarbonPerHour: co2, Since: metav1.NewTime(t0)}}}}
+	}
+	log := newEventLog(10)
+	log.record(ov(move, kept))
+	done := move
+	done.State, done.Reason, done.EndedAt = api.MigrationFinished, "the target manual-1.m1 is Ready on montreal", mtp(t0.Add(time.Minute))
+	log.record(ov(done, kept))
+	var got []string
+	for _, e := range log.snapshot() {
+		got = append(got, e.kind+" "+e.subject+" "+e.class+": "+e.text)
+	}
+	want := []string{
+		"migration finished manual-1 ok: 1 × standard sydney → montreal, saves 0.0340 /h · -1.5 g/h: the target manual-1.m1 is Ready on montreal",
+		"migration kept manual-2 warn: 1 × standard sydney → montreal, saves cost unknown · carbon unknown: the disruption budget of 1 moves per 1h0m0s is used up",
+		"migration started manual-1 warn: 1 × standard sydney → montreal, saves 0.0340 /h · -1.5 g/h",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	d := buildDashboard(t0.Add(2*time.Minute), ov(done, kept), newHistory(0, 0), time.Minute, "EUR")
+	if len(d.Migrations) != 2 || d.Migrations[0].Reservation != "manual-1" || d.Migrations[0].StateClass != "ok" || d.Migrations[0].Saving != "0.0340 EUR/h · -1.5 g/h" {
+		t.Fatalf("dashboard moves %+v, want the finished manual-1 first with its saving", d.Migrations)
+	}
+	if len(d.Consumers) != 1 || d.Consumers[0].Saved != "1 move(s) since 2026-12-01 13:00: 0.0340 EUR/h · -1.5 g/h" {
+		t.Fatalf("consumers %+v, want london's savings", d.Consumers)
+	}
+}

@@ -196,6 +196,9 @@ type ConsumerAgent interface {
 	// Choice selector's audit log, newest first.
 	Intent() string
 	Decisions() []choice.Decision
+	// Moves is what the broker's latest heartbeat answer says of the
+	// migrations of the consumer's manual reservations.
+	Moves() consumer.Moves
 }
 
 // Prober measures probe endpoints (*probe.Prober).
@@ -319,6 +322,8 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	st.VirtualNodes = c.virtualNodes(vns)
 	st.Reservations = c.reservations(ctx, vns)
 	st.Intent, st.Decisions = c.Agent.Intent(), decisionViews(c.Agent.Decisions())
+	mv := c.Agent.Moves()
+	st.Migrations, st.Savings = mv.Migrations, mv.Savings
 	return st, nil
 }
 
@@ -403,7 +408,8 @@ func (c *Consumer) reservations(ctx context.Context, vns []localapi.VirtualNode)
 			m.final, m.endedAt = &final, now
 		}
 		c.mu.Unlock()
-		add(r, m != nil)
+		// A move's target is as manual as the one it replaced.
+		add(r, m != nil || r.MigratedFrom != "")
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out

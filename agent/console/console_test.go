@@ -109,6 +109,7 @@ type consumerAgent struct {
 
 func (a *consumerAgent) Intent() string               { return a.intent }
 func (a *consumerAgent) Decisions() []choice.Decision { return a.log }
+func (a *consumerAgent) Moves() consumer.Moves        { return consumer.Moves{} }
 
 func (a *consumerAgent) Policy(ctx context.Context) (*api.Placement, error) {
 	if a.cl == nil {

@@ -133,7 +133,9 @@ type Agent struct {
 	rtts     map[string]float64 // provider → ms
 	chosen   string
 	lastBody *api.HeartbeatRequest
-	beatOK   bool
+	// moves is the latest heartbeat answer's migrations and savings.
+	moves  Moves
+	beatOK bool
 	// lastAck is when the broker last accepted a heartbeat.
 	lastAck time.Time
 	// loc is the location of the last heartbeat built; locSet says it is
@@ -360,6 +362,25 @@ func (a *Agent) LastHeartbeat() time.Time {
 	return a.lastAck
 }
 
+// Moves is what the broker's latest heartbeat answer says of this
+// consumer's migrations: the moves of its manual reservations it shows and
+// what the finished ones saved (nil before the first).
+type Moves struct {
+	Migrations []api.Migration
+	Savings    *api.MigrationSavings
+}
+
+func movesOf(resp api.HeartbeatResponse) Moves {
+	return Moves{Migrations: resp.Migrations, Savings: resp.Savings}
+}
+
+// Moves returns the migrations and savings of the latest heartbeat answer.
+func (a *Agent) Moves() Moves {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.moves
+}
+
 // BeatNow asks for a heartbeat at once (coalesced).
 func (a *Agent) BeatNow() {
 	select {
@@ -411,6 +432,7 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 	}
 	a.beatOK = true
 	a.lastBody = &req
+	a.moves = movesOf(resp)
 	a.lastAck = resp.AckAt.Time
 	if a.lastAck.IsZero() {
 		a.lastAck = a.cfg.Clock.Now()
@@ -428,7 +450,8 @@ func equalHeartbeat(a, b api.HeartbeatRequest) bool {
 	return a.ClusterID == b.ClusterID && a.LiqoClusterID == b.LiqoClusterID && equalPlacement(a.Placement, b.Placement) &&
 		a.Region == b.Region && a.City == b.City && equalFloat(a.Latitude, b.Latitude) && equalFloat(a.Longitude, b.Longitude) &&
 		a.ChosenProvider == b.ChosenProvider && slices.Equal(a.Reservations, b.Reservations) && maps.Equal(a.MeasuredLatencies, b.MeasuredLatencies) &&
-		equalLifecycle(a.Lifecycle, b.Lifecycle) && slices.Equal(a.NotReadyReservations, b.NotReadyReservations)
+		equalLifecycle(a.Lifecycle, b.Lifecycle) && slices.Equal(a.NotReadyReservations, b.NotReadyReservations) &&
+		slices.Equal(a.StartingReservations, b.StartingReservations)
 }
 
 func equalLifecycle(x, y *api.Lifecycle) bool {
@@ -446,6 +469,12 @@ func lost(v *fav1alpha1.VirtualNodeState) bool {
 		return !meta.IsStatusConditionTrue(v.Status.Conditions, fav1alpha1.VirtualNodeConditionReady)
 	}
 	return false
+}
+
+// starting reports whether v's virtual node is not Ready yet and not lost
+// either: still coming up (the broker's migration waits for it).
+func starting(v *fav1alpha1.VirtualNodeState) bool {
+	return !lost(v) && !(v.Status.Phase == fav1alpha1.VirtualNodeRunning && meta.IsStatusConditionTrue(v.Status.Conditions, fav1alpha1.VirtualNodeConditionReady))
 }
 
 func equalFloat(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }
@@ -505,12 +534,16 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 	}
 	for _, v := range vnss {
 		req.Reservations = append(req.Reservations, v.Spec.ReservationID)
-		if lost(&v) {
+		switch {
+		case lost(&v):
 			req.NotReadyReservations = append(req.NotReadyReservations, v.Spec.ReservationID)
+		case starting(&v):
+			req.StartingReservations = append(req.StartingReservations, v.Spec.ReservationID)
 		}
 	}
 	sort.Strings(req.Reservations)
 	sort.Strings(req.NotReadyReservations)
+	sort.Strings(req.StartingReservations)
 	a.mu.Lock()
 	if len(a.rtts) > 0 {
 		req.MeasuredLatencies = map[string]float64{}

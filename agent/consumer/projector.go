@@ -218,14 +218,14 @@ func (p *projector) reconcile(ctx context.Context, v *fav1alpha1.VirtualNodeStat
 	if equality.Semantic.DeepEqual(*want, v.Status) {
 		return nil
 	}
-	wasLost := lost(v)
+	wasLost, wasStarting := lost(v), starting(v)
 	v.Status = *want
 	if err := p.a.cfg.Client.Status().Update(ctx, v); err != nil {
 		return err
 	}
 	p.a.changes.Notify() // the console shows the virtual node's state
-	if lost(v) != wasLost {
-		p.a.BeatNow() // the broker's disconnect grace listens to it
+	if lost(v) != wasLost || starting(v) != wasStarting {
+		p.a.BeatNow() // the broker's disconnect grace and migrations listen to it
 	}
 	return nil
 }

@@ -154,6 +154,11 @@ type Options struct {
 	// DisconnectGrace is the broker's disconnect grace (default the
 	// broker's, 5 min; a ConsumerPolicy may set its own).
 	DisconnectGrace time.Duration
+	// MigrationTimeout is how long the broker waits for a moved manual
+	// reservation's new virtual node (default the broker's, 10 min); the
+	// migration budget is the broker's default (a ConsumerPolicy may set
+	// its own).
+	MigrationTimeout time.Duration
 	// AdvertiseInterval is the providers' advertisement period (default
 	// 10 s; also sent at once on every change).
 	AdvertiseInterval time.Duration
@@ -341,6 +346,19 @@ func (f *Federation) Stop() error {
 	return f.err
 }
 
+// brokerDefaults gives the broker's durations their defaults.
+func (o *Options) brokerDefaults() {
+	if o.ProviderStaleAfter <= 0 {
+		o.ProviderStaleAfter = reservations.DefaultProviderStaleAfter
+	}
+	if o.DisconnectGrace <= 0 {
+		o.DisconnectGrace = reservations.DefaultDisconnectGrace
+	}
+	if o.MigrationTimeout <= 0 {
+		o.MigrationTimeout = reservations.DefaultMigrationTimeout
+	}
+}
+
 func (o *Options) defaults() error {
 	if o.DataDir == "" {
 		o.DataDir = "demo-data"
@@ -378,12 +396,7 @@ func (o *Options) defaults() error {
 	if o.ScaleDownUnneededTime <= 0 {
 		o.ScaleDownUnneededTime = 10 * time.Second
 	}
-	if o.ProviderStaleAfter <= 0 {
-		o.ProviderStaleAfter = reservations.DefaultProviderStaleAfter
-	}
-	if o.DisconnectGrace <= 0 {
-		o.DisconnectGrace = reservations.DefaultDisconnectGrace
-	}
+	o.brokerDefaults()
 	if o.AdvertiseInterval <= 0 {
 		o.AdvertiseInterval = 10 * time.Second
 	}
@@ -579,7 +592,8 @@ func (f *Federation) startBroker(ctx context.Context, o Options, pkiDir, brokerD
 		Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
 		ReservationLease: reservations.DefaultReservationLease, ProviderStaleAfter: o.ProviderStaleAfter,
 		DisconnectGrace: o.DisconnectGrace,
-		CostThreshold:   placement.DefaultCostThreshold, CarbonThreshold: placement.DefaultCarbonThreshold, RTTThreshold: placement.DefaultRTTThreshold,
+		MigrationBudget: reservations.DefaultMigrationBudget, MigrationWindow: reservations.DefaultMigrationWindow, MigrationTimeout: o.MigrationTimeout,
+		CostThreshold: placement.DefaultCostThreshold, CarbonThreshold: placement.DefaultCarbonThreshold, RTTThreshold: placement.DefaultRTTThreshold,
 		// One consumer runs CA loops every scan interval here; the default
 		// per-certificate limit is sized for real CA's 10 s.
 		RateLimitBurst: 200, RateLimitRPS: 100,

@@ -73,10 +73,17 @@ func newDriver(t testing.TB, fed *demo.Federation) *driver {
 
 var csrfRE = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
 
-// post submits a console form with the page's CSRF token.
+// post submits a consumer console form with the page's CSRF token.
 func (d *driver) post(path string, form url.Values) {
 	d.t.Helper()
-	resp, err := d.http.Get(d.fed.Consumer.ConsoleURL + "/")
+	d.postTo(d.http, d.fed.Consumer.ConsoleURL, path, form)
+}
+
+// postTo submits the form at path of the console at base through c (logged
+// in there) with the page's CSRF token, and wants it accepted.
+func (d *driver) postTo(c *http.Client, base, path string, form url.Values) {
+	d.t.Helper()
+	resp, err := c.Get(base + "/")
 	if err != nil {
 		d.t.Fatal(err)
 	}
@@ -84,17 +91,17 @@ func (d *driver) post(path string, form url.Values) {
 	_ = resp.Body.Close()
 	m := csrfRE.FindSubmatch(body)
 	if m == nil {
-		d.t.Fatalf("no CSRF token on the consumer console page (%s)", resp.Status)
+		d.t.Fatalf("no CSRF token on the console page %s (%s)", base, resp.Status)
 	}
 	form.Set("_csrf", string(m[1]))
-	resp, err = d.http.PostForm(d.fed.Consumer.ConsoleURL+path, form)
+	resp, err = c.PostForm(base+path, form)
 	if err != nil {
 		d.t.Fatal(err)
 	}
 	body, _ = io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK || !strings.Contains(resp.Request.URL.RawQuery, "ok=") {
-		d.t.Fatalf("POST %s: %s at %s: %.400s", path, resp.Status, resp.Request.URL, body)
+		d.t.Fatalf("POST %s%s: %s at %s: %.400s", base, path, resp.Status, resp.Request.URL, body)
 	}
 }
 
@@ -202,6 +209,24 @@ func (d *driver) liveIDs(provider string) []string {
 // the returned func gives the fewest seen so far (-1 when a listing
 // failed).
 func (d *driver) watchRunning() func() int {
+	return d.watchFewest(100*time.Millisecond, func(ctx context.Context) (int, error) {
+		list, err := d.consumer.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: workload.Label})
+		if err != nil {
+			return 0, err
+		}
+		running := 0
+		for _, p := range list.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		return running, nil
+	})
+}
+
+// watchFewest samples count every period until the test ends; the returned
+// func gives the fewest seen so far (-1 when a sample failed).
+func (d *driver) watchFewest(period time.Duration, count func(context.Context) (int, error)) func() int {
 	ctx, cancel := context.WithCancel(context.Background())
 	var mu sync.Mutex
 	fewest := math.MaxInt
@@ -209,25 +234,19 @@ func (d *driver) watchRunning() func() int {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			list, err := d.consumer.CoreV1().Pods("demo").List(ctx, metav1.ListOptions{LabelSelector: workload.Label})
-			running := -1
-			if err == nil {
-				running = 0
-				for _, p := range list.Items {
-					if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-						running++
-					}
-				}
+			n, err := count(ctx)
+			if err != nil {
+				n = -1
 			}
 			if ctx.Err() != nil {
 				return
 			}
 			mu.Lock()
-			fewest = min(fewest, running)
+			fewest = min(fewest, n)
 			mu.Unlock()
 			select {
 			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(period):
 			}
 		}
 	}()

@@ -312,7 +312,8 @@ func (p *Placement) Check(field string) *FieldError {
 }
 
 // Check checks the lifecycle settings: disconnectGraceSeconds from 0 to
-// MaxDisconnectGraceSeconds, the thresholds (Thresholds.Check).
+// MaxDisconnectGraceSeconds, the thresholds (Thresholds.Check), the
+// migration budget (MigrationBudget.Check).
 func (l *Lifecycle) Check(field string) *FieldError {
 	if l == nil {
 		return nil
@@ -322,7 +323,10 @@ func (l *Lifecycle) Check(field string) *FieldError {
 			return fieldErr(join(field, "disconnectGraceSeconds"), showInt(int64(g)), "from 0 to "+strconv.Itoa(MaxDisconnectGraceSeconds)+" seconds")
 		}
 	}
-	return l.Thresholds.Check(join(field, "thresholds"))
+	if fe := l.Thresholds.Check(join(field, "thresholds")); fe != nil {
+		return fe
+	}
+	return l.Migrations.Check(join(field, "migrations"))
 }
 
 // Check checks the sharing rules: at most MaxSharingConsumers cluster ids per

@@ -105,6 +105,11 @@ func TestRequestValidation(t *testing.T) {
 		return &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Lifecycle: &Lifecycle{DisconnectGraceSeconds: &s}}
 	}
 	lost := &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", NotReadyReservations: make([]string, MaxHeartbeatReservations+1)}
+	starting := &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", StartingReservations: make([]string, MaxHeartbeatReservations+1)}
+	budget := func(n, w *int32) *HeartbeatRequest {
+		return &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Lifecycle: &Lifecycle{Migrations: &MigrationBudget{MaxPerWindow: n, WindowSeconds: w}}}
+	}
+	i32 := func(v int32) *int32 { return &v }
 	tests := []struct {
 		name  string
 		err   error
@@ -120,6 +125,13 @@ func TestRequestValidation(t *testing.T) {
 		{"negative disconnect grace", grace(-1).Validate(), "lifecycle.disconnectGraceSeconds"},
 		{"no disconnect grace set", (&HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Lifecycle: &Lifecycle{}}).Validate(), ""},
 		{"too many lost virtual nodes", lost.Validate(), "notReadyReservations"},
+		{"too many starting virtual nodes", starting.Validate(), "startingReservations"},
+		{"migration budget 0 (off)", budget(i32(0), nil).Validate(), ""},
+		{"migration budget at the cap, a week", budget(i32(MaxMigrationsPerWindow), i32(MaxMigrationWindowSeconds)).Validate(), ""},
+		{"migration budget over the cap", budget(i32(MaxMigrationsPerWindow+1), nil).Validate(), "lifecycle.migrations.maxPerWindow"},
+		{"negative migration budget", budget(i32(-1), nil).Validate(), "lifecycle.migrations.maxPerWindow"},
+		{"migration window 0", budget(nil, i32(0)).Validate(), "lifecycle.migrations.windowSeconds"},
+		{"migration window over a week", budget(nil, i32(MaxMigrationWindowSeconds+1)).Validate(), "lifecycle.migrations.windowSeconds"},
 		{"chunkCount 0", (&ReservationRequest{ProviderClusterID: "p1", ChunkType: ChunkStandard}).Validate(), "chunkCount"},
 		{"chunkCount 2", (&ReservationRequest{ProviderClusterID: "p1", ChunkCount: 2, ChunkType: ChunkStandard}).Validate(), "chunkCount"},
 		{"node group mismatch", (&ReservationRequest{ProviderClusterID: "p1", ChunkCount: 1, ChunkType: ChunkStandard, NodeGroupID: "ng-p2-standard"}).Validate(), "nodeGroupId"},

@@ -92,4 +92,10 @@ type OverviewConsumer struct {
 	// the groups the consumer holds chunks in, by node-group id
 	// (extension).
 	Reevaluations []Reevaluation `json:"reevaluations,omitempty"`
+	// Migrations are the moves of the consumer's manual reservations
+	// (moving, and ended ones until their reservation is forgotten; kept
+	// ones while the decision stands), and Savings what its finished
+	// moves saved (extension).
+	Migrations []Migration       `json:"migrations,omitempty"`
+	Savings    *MigrationSavings `json:"savings,omitempty"`
 }

@@ -282,6 +282,11 @@ type HeartbeatRequest struct {
 	// reservation's disconnect grace at once. At most
 	// MaxHeartbeatReservations ids.
 	NotReadyReservations []string `json:"notReadyReservations,omitempty"`
+	// StartingReservations lists the reservations whose virtual node
+	// exists but is not Ready yet (extension): a migration waits until its
+	// target is listed in Reservations and in neither this list nor
+	// NotReadyReservations. At most MaxHeartbeatReservations ids.
+	StartingReservations []string `json:"startingReservations,omitempty"`
 }
 
 // Lifecycle is a consumer's lifecycle settings (extension), from its
@@ -295,6 +300,9 @@ type Lifecycle struct {
 	// Thresholds are the consumer's re-evaluation thresholds (nil fields:
 	// the broker's defaults).
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
+	// Migrations is the consumer's disruption budget for the migration of
+	// its manual reservations (nil fields: the broker's).
+	Migrations *MigrationBudget `json:"migrations,omitempty"`
 }
 
 // MaxHeartbeatReservations caps HeartbeatRequest.Reservations; a longer
@@ -310,6 +318,11 @@ type HeartbeatResponse struct {
 	// broker holds no live reservation for (extension): the consumer should
 	// clean them up.
 	UnknownReservations []string `json:"unknownReservations,omitempty"`
+	// Migrations are the consumer's moves of manual reservations the
+	// broker still shows, and Savings what its finished moves saved
+	// (extension; absent before its first move).
+	Migrations []Migration       `json:"migrations,omitempty"`
+	Savings    *MigrationSavings `json:"savings,omitempty"`
 }
 
 // NodeGroupView is one provider × chunk type as the consumer sees it.
@@ -381,6 +394,10 @@ type ReservationResponse struct {
 	// first, or sooner if the consumer reports its virtual node NotReady
 	// (extension).
 	GraceUntil *metav1.Time `json:"graceUntil,omitempty"`
+	// MigratedFrom is set on a reservation the broker made to move a
+	// manual reservation to a better provider: the one it replaces
+	// (extension; docs/placement.md, Migration).
+	MigratedFrom string `json:"migratedFrom,omitempty"`
 }
 
 // ReleaseResponse answers DELETE /api/v1/reservations/{id}.

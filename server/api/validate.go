@@ -71,7 +71,7 @@ func (r *HeartbeatRequest) Validate() error {
 	for _, l := range []struct {
 		field string
 		n     int
-	}{{"reservations", len(r.Reservations)}, {"notReadyReservations", len(r.NotReadyReservations)}} {
+	}{{"reservations", len(r.Reservations)}, {"notReadyReservations", len(r.NotReadyReservations)}, {"startingReservations", len(r.StartingReservations)}} {
 		if l.n > MaxHeartbeatReservations {
 			return &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("%s lists %d ids; at most %d are accepted", l.field, l.n, MaxHeartbeatReservations),
 				Details: map[string]any{"field": l.field, "value": strconv.Itoa(l.n) + " ids", "allowed": "at most " + strconv.Itoa(MaxHeartbeatReservations) + " ids"}}

@@ -21,7 +21,8 @@ func TestHelp(t *testing.T) {
 		"--reservation-lease", "--provider-stale-after", "--rate-limit-burst", "--rate-limit-rps", "--chunk-config", "--dashboard-token",
 		"--max-conns", "--max-conns-per-ip", "--handshake-timeout", "--reset-damaged-store",
 		"--store", "--kubeconfig", "--namespace", "--kube-api-qps", "--kube-api-burst", "--disconnect-grace",
-		"--reevaluate-interval", "--reevaluate-cost-threshold", "--reevaluate-carbon-threshold", "--reevaluate-rtt-threshold"} {
+		"--reevaluate-interval", "--reevaluate-cost-threshold", "--reevaluate-carbon-threshold", "--reevaluate-rtt-threshold",
+		"--migration-budget", "--migration-window", "--migration-timeout"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("--help does not document %s", flag)
 		}
@@ -56,6 +57,9 @@ func TestBadFlags(t *testing.T) {
 		{"short history window", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--history-window", "1m"}, "--history-window must be between 5m0s and 168h0m0s"},
 		{"negative disconnect grace", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--disconnect-grace", "-1s"}, "--disconnect-grace must be between 0 (no grace) and 24h0m0s, got -1s"},
 		{"disconnect grace over a day", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--disconnect-grace", "25h"}, "--disconnect-grace must be between 0 (no grace) and 24h0m0s, got 25h0m0s"},
+		{"negative migration budget", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--migration-budget", "-1"}, "--migration-budget must be between 0 (no migration) and 1000, got -1"},
+		{"migration window over a week", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--migration-window", "169h"}, "--migration-window must be between 1s and 168h0m0s (0: the default 1h0m0s), got 169h0m0s"},
+		{"migration timeout under a second", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--migration-timeout", "10ms"}, "--migration-timeout must be between 1s and 24h (0: the default 10m0s), got 10ms"},
 		{"negative cost threshold", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--reevaluate-cost-threshold", "-0.5"}, "--reevaluate-cost-threshold must be a finite number from 0 to 1000000, got -0.5"},
 		{"short reevaluate interval", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--reevaluate-interval", "10ms"}, "--reevaluate-interval must be at least 1s"},
 		{"bad chunk config", nil, []string{"broker", "--pki-dir", pkiDir, "--data-dir", empty, "--chunk-config", filepath.Join(empty, "missing.yaml")}, "--chunk-config"},

@@ -57,11 +57,18 @@ type Options struct {
 	CostThreshold      float64
 	CarbonThreshold    float64
 	RTTThreshold       float64
-	RateLimitBurst     int
-	RateLimitRPS       float64
-	ReleaseBurst       int
-	ChunkConfig        string
-	DashboardToken     string
+	// MigrationBudget moves of a consumer's manual reservations may start
+	// in any MigrationWindow (0: no migration); a move whose target is not
+	// Ready within MigrationTimeout fails (a consumer may set its own
+	// budget and window).
+	MigrationBudget  int
+	MigrationWindow  time.Duration
+	MigrationTimeout time.Duration
+	RateLimitBurst   int
+	RateLimitRPS     float64
+	ReleaseBurst     int
+	ChunkConfig      string
+	DashboardToken   string
 	// Currency is the ISO 4217 code the dashboard shows prices in.
 	Currency string
 	// ChunkWattsStandard and ChunkWattsGPU are one chunk's power draw, for
@@ -135,6 +142,9 @@ API server); every acknowledged change is durable before the answer goes out.`,
 	f.Float64Var(&o.CostThreshold, "reevaluate-cost-threshold", placement.DefaultCostThreshold, "Price consumers: another provider must be cheaper by more than this per chunk and hour (in --currency) for a held chunk to be worth moving")
 	f.Float64Var(&o.CarbonThreshold, "reevaluate-carbon-threshold", placement.DefaultCarbonThreshold, "Eco consumers: another provider must emit less by more than this many gCO2eq per chunk and hour")
 	f.Float64Var(&o.RTTThreshold, "reevaluate-rtt-threshold", placement.DefaultRTTThreshold, "Latency consumers: another provider's measured RTT must be lower by more than this many ms")
+	f.IntVar(&o.MigrationBudget, "migration-budget", reservations.DefaultMigrationBudget, "disruption budget: at most this many moves of one consumer's manual reservations to a better provider start in any --migration-window; 0: the broker moves none; a consumer's ConsumerPolicy lifecycle.migrations overrides it")
+	f.DurationVar(&o.MigrationWindow, "migration-window", reservations.DefaultMigrationWindow, "the window of --migration-budget")
+	f.DurationVar(&o.MigrationTimeout, "migration-timeout", reservations.DefaultMigrationTimeout, "a move whose new reservation's virtual node is not Ready this long after it started fails: the new reservation is released, the old one kept (and not moved again for this long)")
 	f.IntVar(&o.RateLimitBurst, "rate-limit-burst", rest.DefaultRateLimitBurst, "token-bucket burst of the per-certificate rate limit")
 	f.Float64Var(&o.RateLimitRPS, "rate-limit-rps", rest.DefaultRateLimitRPS, "sustained requests per second of the per-certificate rate limit")
 	f.IntVar(&o.ReleaseBurst, "rate-limit-release-burst", rest.DefaultReleaseBurst, "token-bucket burst of the per-certificate releases (DELETE of reservations; a whole scale-down), refilled at --rate-limit-rps; never below --rate-limit-burst; 0: the default")
@@ -184,6 +194,7 @@ func (o *Options) Validate() error {
 	if fe := (&api.Thresholds{CostPerHour: &th.CostPerHour, CarbonPerHour: &th.CarbonPerHour, RTTMillis: &th.RTTMillis}).Check(""); fe != nil {
 		errs = append(errs, fmt.Errorf("--reevaluate-%s-threshold must be %s, got %s", thresholdFlag[fe.Field], fe.Want, fe.Value))
 	}
+	errs = append(errs, o.migrationErrors()...)
 	if o.RateLimitBurst < 1 {
 		errs = append(errs, fmt.Errorf("--rate-limit-burst must be >= 1, got %d", o.RateLimitBurst))
 	}
@@ -466,6 +477,9 @@ func openService(o Options, chunks placement.ChunkConfig, log *slog.Logger) (*re
 		DisconnectGrace:    o.DisconnectGrace,
 		Thresholds:         ptr(o.thresholds()),
 		ReevaluateInterval: o.ReevaluateInterval,
+		MigrationBudget:    o.MigrationBudget,
+		MigrationWindow:    o.MigrationWindow,
+		MigrationTimeout:   o.MigrationTimeout,
 		Placer:             placement.NewIndex(chunks, placement.WithChunkWatts(o.chunkWatts()), placement.WithRandomSeed(o.RandomSeed)),
 	})
 	if err != nil {
@@ -580,6 +594,22 @@ func (srv *servers) shutdown(log *slog.Logger) {
 	if srv.dashLn != nil {
 		_ = srv.dashLn.Close()
 	}
+}
+
+// migrationErrors checks the migration flags (the bounds of the
+// consumers' own lifecycle.migrations; a zero duration takes the default).
+func (o *Options) migrationErrors() []error {
+	var errs []error
+	if o.MigrationBudget < 0 || o.MigrationBudget > api.MaxMigrationsPerWindow {
+		errs = append(errs, fmt.Errorf("--migration-budget must be between 0 (no migration) and %d, got %d", api.MaxMigrationsPerWindow, o.MigrationBudget))
+	}
+	if w := o.MigrationWindow; w < 0 || w > api.MaxMigrationWindowSeconds*time.Second {
+		errs = append(errs, fmt.Errorf("--migration-window must be between 1s and %s (0: the default %s), got %s", api.MaxMigrationWindowSeconds*time.Second, reservations.DefaultMigrationWindow, w))
+	}
+	if d := o.MigrationTimeout; d != 0 && d < time.Second || d > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("--migration-timeout must be between 1s and 24h (0: the default %s), got %s", reservations.DefaultMigrationTimeout, d))
+	}
+	return errs
 }
 
 // thresholdFlag names the flag of each api.Thresholds field.

@@ -259,3 +259,17 @@ func (ix *Index) standing(ps *provState, ti int, rtts map[string]float64) Standi
 	}
 	return s
 }
+
+// Standing is what provider id offers one chunk of type t now: its cost
+// and carbon per hour (the metrics Reevaluate compares; no RTT). An
+// unknown provider or chunk type offers nothing.
+func (ix *Index) Standing(id string, t api.ChunkType) Standing {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	for ti, ct := range chunkTypes {
+		if ct == t {
+			return ix.standing(ix.providers[id], ti, nil)
+		}
+	}
+	return Standing{}
+}

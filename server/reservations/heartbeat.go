@@ -30,6 +30,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	changed := old == nil || !reflect.DeepEqual(old.rec.Heartbeat, req)
 	s.applyPolicy(c)
 	applyLifecycle(c)
+	s.carryMovesLocked(old, c, listed)
 	if c.warning != "" {
 		if old == nil || old.warning != c.warning {
 			s.log.Warn("Unknown placement policy; using Standard", "consumer", cn, "placement", req.Placement.Type)
@@ -58,6 +59,8 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 			unknown = append(unknown, id)
 		}
 	}
+	resp := api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown}
+	resp.Migrations, resp.Savings = s.heartbeatMovesLocked(c)
 	req2 := s.enqueue(t)
 	s.mu.Unlock()
 	if err := await(req2); err != nil {
@@ -66,7 +69,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	if req2 == nil {
 		s.notify() // nothing to write, but the overview's last-seen moved
 	}
-	return api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown}, nil
+	return resp, nil
 }
 
 // mustStore reports whether a periodic advertisement or heartbeat must be

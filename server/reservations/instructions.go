@@ -250,6 +250,9 @@ func (s *Service) PostResult(ctx context.Context, cn string, role api.Role, id s
 		t.wake[in.ProviderID] = struct{}{} // a provider Cleanup held for this teardown may go now
 	}
 	s.applyResult(t, in, req)
+	if r := s.st.reservations[in.ReservationID]; in.Kind == api.KindPeer && r != nil && r.MigratedFrom != "" {
+		s.kickSweep() // a move's target peered or failed: the next sweep moves on
+	}
 	err := s.enqueue(t)
 	s.mu.Unlock()
 	return await(err)

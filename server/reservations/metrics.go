@@ -17,7 +17,7 @@ type collector struct {
 	s                                    *Service
 	byPhase, chunksTotal, chunksReserved *prometheus.Desc
 	waiters, pending                     *prometheus.Desc
-	reevaluations                        *prometheus.Desc
+	reevaluations, migrations            *prometheus.Desc
 }
 
 // Collector returns a Prometheus collector of the domain's gauges:
@@ -25,8 +25,10 @@ type collector struct {
 // fa_broker_chunks_reserved{provider,chunk_type},
 // fa_broker_longpoll_waiters, fa_broker_instructions_pending and the
 // counter fa_broker_reevaluations_total{policy,decision} (re-evaluation
-// decisions that changed: a new outcome or target for a held group).
-// Register it once.
+// decisions that changed: a new outcome or target for a held group) and
+// fa_broker_migrations_total{outcome} (moves of manual reservations
+// started, finished, failed, and kept: decided but not started). Register
+// it once.
 func (s *Service) Collector() prometheus.Collector {
 	return &collector{
 		s:              s,
@@ -36,11 +38,12 @@ func (s *Service) Collector() prometheus.Collector {
 		waiters:        prometheus.NewDesc("fa_broker_longpoll_waiters", "Instruction long-poll calls currently waiting.", nil, nil),
 		pending:        prometheus.NewDesc("fa_broker_instructions_pending", "Un-enforced instructions.", nil, nil),
 		reevaluations:  prometheus.NewDesc("fa_broker_reevaluations_total", "Re-evaluation decisions for a consumer's held group that changed (a new outcome or target), by policy and decision (move, keep).", []string{"policy", "decision"}, nil),
+		migrations:     prometheus.NewDesc("fa_broker_migrations_total", "Moves of manual reservations to a better provider, by outcome: started, finished (target Ready, old released), failed (target failed or timed out, old kept), kept (decided but not started: budget used up or target refused).", []string{"outcome"}, nil),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.byPhase, c.chunksTotal, c.chunksReserved, c.waiters, c.pending, c.reevaluations} {
+	for _, d := range []*prometheus.Desc{c.byPhase, c.chunksTotal, c.chunksReserved, c.waiters, c.pending, c.reevaluations, c.migrations} {
 		ch <- d
 	}
 }
@@ -67,7 +70,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		pending += len(m)
 	}
 	reevals := maps.Clone(s.reevalCounts)
+	moves := s.moveCountsLocked()
 	s.mu.Unlock()
+	for _, o := range []string{moveStarted, moveFinished, moveFailed, moveKept} {
+		ch <- prometheus.MustNewConstMetric(c.migrations, prometheus.CounterValue, float64(moves[o]), o)
+	}
 	for k, n := range reevals {
 		ch <- prometheus.MustNewConstMetric(c.reevaluations, prometheus.CounterValue, float64(n), string(k.policy), k.decision)
 	}

@@ -114,6 +114,7 @@ func (s *Service) overviewConsumersLocked() ([]api.OverviewConsumer, []string) {
 		spend := s.idx.Spend(id)
 		row.Spend = &spend
 		row.Reevaluations = slices.Clone(s.decisions[id])
+		row.Migrations, row.Savings = s.migrationsLocked(id), savingsLocked(c)
 		if rtt, ok := hb.MeasuredLatencies[row.ChosenProvider]; ok && row.ChosenProvider != "" {
 			row.MeasuredRTT = &rtt
 		}

@@ -179,12 +179,17 @@ func (s *Service) pairLive(r *store.Reservation) bool {
 // A reservation that never started peering is Released at once: there is
 // nothing to unpeer.
 func (s *Service) release(t *txn, r *store.Reservation) {
+	s.releaseAs(t, r, "release requested by consumer")
+}
+
+// releaseAs is release with msg as the reason of the move to Unpeering.
+func (s *Service) releaseAs(t *txn, r *store.Reservation, msg string) {
 	if !r.PeeringStarted {
 		s.setPhase(t, r, api.PhaseReleased, "released by the consumer before peering started")
 		return
 	}
 	s.retire(t, peerName(r.ID), "superseded: the consumer released the reservation")
-	s.setPhase(t, r, api.PhaseUnpeering, "release requested by consumer")
+	s.setPhase(t, r, api.PhaseUnpeering, msg)
 	in := reservationInstruction(r, unpeerName(r.ID), api.KindUnpeer)
 	in.LastChunk = s.lastChunk(r)
 	s.issue(t, in)

@@ -95,6 +95,12 @@ func (s *Service) reevaluate(now time.Time, inputs []reevalInput) bool {
 		changed = true
 	}
 	s.decisions = got
+	for id, ds := range got {
+		if s.moveWanted(id, ds) {
+			s.kickSweep() // the next sweep starts the moves
+			break
+		}
+	}
 	return changed
 }
 

@@ -179,6 +179,7 @@ func (s *Service) reservationResponse(r *store.Reservation) api.ReservationRespo
 		ExpiresAt:             mt(exp),
 		Message:               r.Message,
 		NodeGroupID:           api.NodeGroupID(r.ProviderID, r.ChunkType),
+		MigratedFrom:          r.MigratedFrom,
 	}
 }
 

@@ -64,6 +64,9 @@ type Placer interface {
 	// Reevaluate decides, for each group a consumer holds, whether another
 	// provider is better by more than the thresholds.
 	Reevaluate(consumerID string, rtts map[string]float64, th placement.Thresholds) []api.Reevaluation
+	// Standing is what a provider offers one chunk of a type now (cost and
+	// carbon per hour): what a migration saves.
+	Standing(providerID string, t api.ChunkType) placement.Standing
 }
 
 // Config configures a Service. Store and Placer are required; zero
@@ -111,6 +114,18 @@ type Config struct {
 	// consumer that has not answered by then unpeers with liqoctl force
 	// unpeer once the credential is gone.
 	ProviderCleanupHold time.Duration
+	// MigrationBudget: at most this many moves of a consumer's manual
+	// reservations start in any MigrationWindow (a consumer's own
+	// lifecycle.migrations overrides both). Like DisconnectGrace, 0 means
+	// none (no migration); the broker command defaults it to
+	// DefaultMigrationBudget.
+	MigrationBudget int
+	// MigrationWindow is the disruption budget's window.
+	MigrationWindow time.Duration
+	// MigrationTimeout: a move whose target's virtual node is not Ready
+	// this long after it started fails; the target is released and the
+	// moved reservation kept.
+	MigrationTimeout time.Duration
 	// Placer is the placement index (typically placement.NewIndex(ChunkConfig)).
 	Placer Placer
 }
@@ -135,6 +150,9 @@ func (c *Config) validate() error {
 		th := placement.DefaultThresholds()
 		c.Thresholds = &th
 	}
+	if c.MigrationBudget < 0 {
+		return fmt.Errorf("reservations: Config.MigrationBudget is negative (%d); use 0 (no migration) or a positive count", c.MigrationBudget)
+	}
 	if c.DisconnectGrace < 0 {
 		return fmt.Errorf("reservations: Config.DisconnectGrace is negative (%s); use 0 (no grace) or a positive duration", c.DisconnectGrace)
 	}
@@ -150,6 +168,8 @@ func (c *Config) validate() error {
 		{"MaxWait", &c.MaxWait, DefaultMaxWait},
 		{"ReevaluateInterval", &c.ReevaluateInterval, DefaultReevaluateInterval},
 		{"ProviderCleanupHold", &c.ProviderCleanupHold, DefaultProviderCleanupHold},
+		{"MigrationWindow", &c.MigrationWindow, DefaultMigrationWindow},
+		{"MigrationTimeout", &c.MigrationTimeout, DefaultMigrationTimeout},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("reservations: Config.%s is negative (%s); use a positive duration or 0 for the default %s", d.name, *d.v, d.def)
@@ -203,6 +223,11 @@ type Service struct {
 	reevalAt     time.Time
 	reevalDirty  bool
 	reevalCounts map[reevalKey]uint64
+	// Migration (guarded by mu): the moves decided but not started, by
+	// reservation id (in memory: recomputed from the decisions after a
+	// restart), and the moves counted per outcome.
+	kept       map[string]keptMove
+	moveCounts map[string]uint64
 }
 
 type commitReq struct {
@@ -227,6 +252,8 @@ func New(cfg Config) (*Service, error) {
 		sweepKick:    make(chan struct{}, 1),
 		decisions:    map[string][]api.Reevaluation{},
 		reevalCounts: map[reevalKey]uint64{},
+		kept:         map[string]keptMove{},
+		moveCounts:   map[string]uint64{},
 		stop:         make(chan struct{}),
 		done:         make(chan struct{}),
 	}

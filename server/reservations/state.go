@@ -49,6 +49,10 @@ type consumer struct {
 	// notReady holds the reservations whose virtual node the consumer
 	// reports NotReady.
 	notReady map[string]struct{}
+	// ready holds the move targets whose virtual node the consumer's
+	// latest heartbeat shows Ready (in memory: the next heartbeat after a
+	// restart tells again).
+	ready map[string]struct{}
 }
 
 type ptKey struct {

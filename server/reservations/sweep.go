@@ -3,6 +3,7 @@ package reservations
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -24,6 +25,9 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	changed := s.sweepProviders(t, next)
 	s.sweepReservations(t, next)
 	s.sweepInstructions(t, next)
+	if s.sweepMigrations(t, next) {
+		changed = true
+	}
 	req := s.enqueue(t)
 	var inputs []reevalInput
 	due := s.reevaluateDueLocked(t.now, next)
@@ -221,14 +225,14 @@ func (s *Service) sortedReservations() []*store.Reservation {
 	for _, r := range s.st.reservations {
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b *store.Reservation) int {
-		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
-			return c
-		}
-		if a.ID < b.ID {
-			return -1
-		}
-		return 1
-	})
+	slices.SortFunc(out, byCreation)
 	return out
+}
+
+// byCreation orders reservations by creation, then id.
+func byCreation(a, b *store.Reservation) int {
+	if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+		return c
+	}
+	return strings.Compare(a.ID, b.ID)
 }

@@ -196,6 +196,28 @@ type Reservation struct {
 	ActivatedAt      *time.Time   `json:"activatedAt,omitempty"`
 	TerminatedAt     *time.Time   `json:"terminatedAt,omitempty"`
 	History          []Transition `json:"history,omitempty"`
+	// Migration is the last move of this reservation to a better provider
+	// (nil: never moved); MigratedFrom, on a move's target, the
+	// reservation it replaces.
+	Migration    *Migration `json:"migration,omitempty"`
+	MigratedFrom string     `json:"migratedFrom,omitempty"`
+}
+
+// Migration is the durable state of one move of a manual reservation: the
+// target reserved on the better provider, kept on the moved reservation so
+// that a broker restart mid-move carries on (api.Migration* states).
+type Migration struct {
+	Target  string `json:"target"`
+	To      string `json:"to"`
+	Attempt int32  `json:"attempt"`
+	State   string `json:"state"`
+	Reason  string `json:"reason,omitempty"`
+	// Saving is what the move saves per hour, as seen when it started.
+	CostSaving   *float64   `json:"costSaving,omitempty"`
+	CarbonSaving *float64   `json:"carbonSaving,omitempty"`
+	StartedAt    time.Time  `json:"startedAt"`
+	Deadline     time.Time  `json:"deadline"`
+	EndedAt      *time.Time `json:"endedAt,omitempty"`
 }
 
 // Flavour tells provider-side instructions from reservation-side ones.
@@ -263,4 +285,20 @@ type Advertisement struct {
 type Consumer struct {
 	Heartbeat api.HeartbeatRequest `json:"heartbeat"`
 	LastSeen  time.Time            `json:"lastSeen"`
+	// Moves is the consumer's migration ledger (nil before its first move).
+	Moves *MoveLedger `json:"moves,omitempty"`
+}
+
+// MoveLedger is what a consumer's migrations used of its disruption budget
+// and what they saved.
+type MoveLedger struct {
+	// Starts are when its recent moves started (those inside the longest
+	// budget window; older ones are dropped).
+	Starts []time.Time `json:"starts,omitempty"`
+	// Moves counts its finished moves; CostPerHour and CarbonPerHour sum
+	// what they saved per hour, since Since (its first finished move).
+	Moves         int32     `json:"moves,omitempty"`
+	CostPerHour   float64   `json:"costPerHour,omitempty"`
+	CarbonPerHour float64   `json:"carbonPerHour,omitempty"`
+	Since         time.Time `json:"since"`
 }

@@ -111,6 +111,10 @@ type ConsumerStatus struct {
 	UnfitError string
 	// Choice is the Choice policy's decisions panel (nil: not shown).
 	Choice *ChoicePanel
+	// Migrations are the broker's moves of the manual reservations, newest
+	// first; Saved what the finished ones saved ("—" before the first).
+	Migrations []MigrationRow
+	Saved      string
 }
 
 // ChoicePanel shows the Choice selector's current choice and its audit log.

@@ -58,6 +58,23 @@ type Dashboard struct {
 	EventProviders []string
 	// Totals is one row per consumer and the federation's last.
 	Totals []TotalsRow
+	// Migrations are the broker's moves of manual reservations, newest
+	// first.
+	Migrations []MigrationRow
+}
+
+// MigrationRow is one move of a manual reservation to a better provider.
+type MigrationRow struct {
+	Consumer    string
+	Reservation string
+	Target      string
+	From, To    string
+	Chunks      string
+	State       string
+	StateClass  string
+	Reason      string
+	Saving      string
+	Started     string
 }
 
 // ChunkTypeRow totals one chunk type.
@@ -94,6 +111,9 @@ type ConsumerRow struct {
 	Chosen   string
 	RTT      string
 	LastSeen string
+	// Saved is what the consumer's finished moves saved ("—" before the
+	// first).
+	Saved string
 }
 
 // ReservationRow is a reservation with its phase timeline.

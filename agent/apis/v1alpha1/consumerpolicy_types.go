@@ -169,6 +169,27 @@ type Lifecycle struct {
 	// broker's --reevaluate-*-threshold).
 	// +optional
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
+	// Migrations is the disruption budget of the broker's moves of this
+	// consumer's manual reservations to a better provider (unset fields:
+	// the broker's --migration-budget and --migration-window).
+	// +optional
+	Migrations *MigrationBudget `json:"migrations,omitempty"`
+}
+
+// MigrationBudget bounds how often the broker moves this consumer's manual
+// reservations: at most MaxPerWindow moves start in any WindowSeconds.
+type MigrationBudget struct {
+	// MaxPerWindow is how many moves may start per window; 0 turns
+	// migration off for this consumer.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxPerWindow *int32 `json:"maxPerWindow,omitempty"`
+	// WindowSeconds is the window's length.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	WindowSeconds *int32 `json:"windowSeconds,omitempty"`
 }
 
 // Thresholds are per-chunk re-evaluation thresholds: a move must save MORE
