@@ -59,6 +59,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 			unknown = append(unknown, id)
 		}
 	}
+	moves := s.movesLocked(cn)
 	req2 := s.enqueue(t)
 	s.mu.Unlock()
 	if err := await(req2); err != nil {
@@ -67,7 +68,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	if req2 == nil {
 		s.notify() // nothing to write, but the overview's last-seen moved
 	}
-	return api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown}, nil
+	return api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown, Moves: moves}, nil
 }
 
 // mustStore reports whether a periodic advertisement or heartbeat must be
