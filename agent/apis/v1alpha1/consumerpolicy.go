@@ -40,10 +40,10 @@ func PlacementFromAPI(p api.Placement) Placement {
 // API is the lifecycle as the heartbeat carries it (nil when l is nil or
 // sets nothing: the broker's defaults).
 func (l *Lifecycle) API() *api.Lifecycle {
-	if l == nil || l.DisconnectGraceSeconds == nil && l.Thresholds == nil {
+	if l == nil || l.DisconnectGraceSeconds == nil && l.Thresholds == nil && l.MaxMovesPerWindow == nil && l.MoveWindowSeconds == nil {
 		return nil
 	}
-	out := &api.Lifecycle{DisconnectGraceSeconds: clone(l.DisconnectGraceSeconds)}
+	out := &api.Lifecycle{DisconnectGraceSeconds: clone(l.DisconnectGraceSeconds), MaxMovesPerWindow: clone(l.MaxMovesPerWindow), MoveWindowSeconds: clone(l.MoveWindowSeconds)}
 	if t := l.Thresholds; t != nil {
 		out.Thresholds = &api.Thresholds{CostPerHour: clone(t.CostPerHour), CarbonPerHour: clone(t.CarbonPerHour), RTTMillis: clone(t.RTTMillis)}
 	}

@@ -169,6 +169,19 @@ type Lifecycle struct {
 	// broker's --reevaluate-*-threshold).
 	// +optional
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
+	// MaxMovesPerWindow is the disruption budget of moves to a better
+	// provider: at most this many start per MoveWindowSeconds (0: none).
+	// Unset: the agent's --consolidation-max-moves (default 1).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxMovesPerWindow *int32 `json:"maxMovesPerWindow,omitempty"`
+	// MoveWindowSeconds is the window of MaxMovesPerWindow. Unset: the
+	// agent's --consolidation-window (default 10 minutes).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	MoveWindowSeconds *int32 `json:"moveWindowSeconds,omitempty"`
 }
 
 // Thresholds are per-chunk re-evaluation thresholds: a move must save MORE
