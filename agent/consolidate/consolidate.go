@@ -109,11 +109,13 @@ type Config struct {
 type Inputs struct {
 	// Moves are the broker's "move" decisions (heartbeat answer).
 	Moves []api.Reevaluation
-	// Groups is the consumer's node-group view (the better group's Liqo
-	// cluster id comes from it).
-	Groups []api.NodeGroupView
-	// VirtualNodes are the consumer's virtual nodes (local API view).
-	VirtualNodes []localapi.VirtualNode
+	// Groups reads the consumer's node-group view (the better group's Liqo
+	// cluster id and head-room come from it); called only when a move may
+	// start.
+	Groups func(ctx context.Context) ([]api.NodeGroupView, error)
+	// VirtualNodes reads the consumer's virtual nodes (the local API's
+	// view); not called while nothing is to do.
+	VirtualNodes func(ctx context.Context) ([]localapi.VirtualNode, error)
 	Budget       Budget
 }
 
@@ -148,6 +150,9 @@ type Consolidator struct {
 	mu     sync.Mutex
 	moves  map[string]*Move // by From
 	starts []time.Time      // starts within the longest window seen
+	// swept is set once orphaned placeholders were looked for: until a
+	// move is asked for, later passes read nothing.
+	swept bool
 }
 
 // New validates cfg and builds a Consolidator.
@@ -219,7 +224,17 @@ type world struct {
 // owns any more, and starts the moves in.Moves the budget allows. It is
 // meant to be called from one goroutine.
 func (c *Consolidator) Reconcile(ctx context.Context, in Inputs) error {
-	w, err := c.read(ctx, in.VirtualNodes)
+	c.mu.Lock()
+	idle := c.swept && len(c.moves) == 0 && len(in.Moves) == 0
+	c.mu.Unlock()
+	if idle {
+		return nil
+	}
+	vns, err := in.VirtualNodes(ctx)
+	if err != nil {
+		return fmt.Errorf("listing the virtual nodes: %w", err)
+	}
+	w, err := c.read(ctx, vns)
 	if err != nil {
 		return err
 	}
@@ -232,9 +247,22 @@ func (c *Consolidator) Reconcile(ctx context.Context, in Inputs) error {
 	}
 	if err := c.collectOrphans(ctx); err != nil {
 		errs = append(errs, err)
+	} else {
+		c.mu.Lock()
+		c.swept = true
+		c.mu.Unlock()
 	}
-	for _, d := range in.Moves {
-		if err := c.maybeStart(ctx, d, in, w, now); err != nil {
+	var groups []api.NodeGroupView
+	for i, d := range in.Moves {
+		if !c.wanted(d, w) {
+			continue
+		}
+		if groups == nil && in.Groups != nil {
+			if groups, err = in.Groups(ctx); err != nil {
+				return errors.Join(append(errs, fmt.Errorf("reading the node groups: %w", err))...)
+			}
+		}
+		if err := c.maybeStart(ctx, in.Moves[i], groups, in.Budget, w, now); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -387,19 +415,22 @@ func (c *Consolidator) collectOrphans(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// maybeStart starts the move decision d asks for when it concerns
-// autoscaled nodes, no move involves either group yet, the better group is
-// in the view with head-room, and the budget allows it.
-func (c *Consolidator) maybeStart(ctx context.Context, d api.Reevaluation, in Inputs, w *world, now time.Time) error {
-	if d.Decision != api.DecisionMove || d.Target == "" || len(w.autoscaled[d.NodeGroupID]) == 0 {
-		return nil
-	}
+// wanted reports whether d asks to move autoscaled nodes that no move
+// involves yet.
+func (c *Consolidator) wanted(d api.Reevaluation, w *world) bool {
+	return d.Decision == api.DecisionMove && d.Target != "" && len(w.autoscaled[d.NodeGroupID]) > 0 &&
+		!c.involved(d.NodeGroupID, api.NodeGroupID(d.Target, d.ChunkType))
+}
+
+// maybeStart starts the move decision d asks for (wanted) when the better
+// group is in the view with head-room and the budget allows it.
+func (c *Consolidator) maybeStart(ctx context.Context, d api.Reevaluation, groups []api.NodeGroupView, b Budget, w *world, now time.Time) error {
 	from, to := d.NodeGroupID, api.NodeGroupID(d.Target, d.ChunkType)
-	target := findGroup(in.Groups, to)
+	target := findGroup(groups, to)
 	if target == nil || target.ProviderLiqoClusterID == "" || target.MaxSize <= target.CurrentReserved || c.involved(from, to) {
 		return nil
 	}
-	if !c.allow(in.Budget, now) {
+	if !c.allow(b, now) {
 		return nil
 	}
 	moving, err := c.podsOn(ctx, w.autoscaled[from])

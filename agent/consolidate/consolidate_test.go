@@ -130,7 +130,10 @@ func (f *fixture) pod(ns, name, node string, mod ...func(*corev1.Pod)) {
 
 func (f *fixture) reconcile(moves []api.Reevaluation, b Budget) {
 	f.t.Helper()
-	if err := f.c.Reconcile(context.Background(), Inputs{Moves: moves, Groups: f.view, VirtualNodes: f.vns, Budget: b}); err != nil {
+	if err := f.c.Reconcile(context.Background(), Inputs{Moves: moves, Budget: b,
+		VirtualNodes: func(context.Context) ([]localapi.VirtualNode, error) { return f.vns, nil }, Groups: func(context.Context) ([]api.NodeGroupView, error) {
+			return f.view, nil
+		}}); err != nil {
 		f.t.Fatal(err)
 	}
 }
