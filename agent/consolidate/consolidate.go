@@ -94,9 +94,13 @@ func (b Budget) With(l *api.Lifecycle) Budget {
 	return b
 }
 
-// Config configures a Consolidator. Kube is required.
+// Config configures a Consolidator. Kube and Namespace are required.
 type Config struct {
 	Kube kubernetes.Interface
+	// Namespace holds the placeholder pods (the agent's own: the agent
+	// may create pods only there; a placeholder only has to be bound to a
+	// node of the better group, never to run).
+	Namespace string
 	// PriorityClass, Image: the placeholders' (defaults above).
 	PriorityClass, Image string
 	// PlaceTimeout bounds the placing phase, DrainTimeout the draining one.
@@ -157,8 +161,8 @@ type Consolidator struct {
 
 // New validates cfg and builds a Consolidator.
 func New(cfg Config) (*Consolidator, error) {
-	if cfg.Kube == nil {
-		return nil, errors.New("consolidate: Kube is required")
+	if cfg.Kube == nil || cfg.Namespace == "" {
+		return nil, errors.New("consolidate: Kube and Namespace are required")
 	}
 	if cfg.PriorityClass == "" {
 		cfg.PriorityClass = DefaultPriorityClass
@@ -353,7 +357,7 @@ func (c *Consolidator) advance(ctx context.Context, from string, w *world, now t
 // placed counts the move's placeholders and those bound to a Ready node of
 // the better group.
 func (c *Consolidator) placed(ctx context.Context, m Move, w *world) (bound, total int, err error) {
-	pods, err := c.cfg.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: LabelPlaceholder + "=" + key(m.From)})
+	pods, err := c.cfg.Kube.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelPlaceholder + "=" + key(m.From)})
 	if err != nil {
 		return 0, 0, fmt.Errorf("listing the placeholders of %s: %w", m.From, err)
 	}
@@ -390,7 +394,7 @@ func (c *Consolidator) end(from string) {
 // collectOrphans deletes the placeholders of moves not placing (an agent
 // restart forgets its moves; an abandoned delete is retried here).
 func (c *Consolidator) collectOrphans(ctx context.Context) error {
-	pods, err := c.cfg.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: LabelPlaceholder})
+	pods, err := c.cfg.Kube.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelPlaceholder})
 	if err != nil {
 		return fmt.Errorf("listing placeholders: %w", err)
 	}
@@ -439,7 +443,7 @@ func (c *Consolidator) maybeStart(ctx context.Context, d api.Reevaluation, group
 	}
 	ph := make([]*corev1.Pod, 0, len(moving))
 	for _, p := range moving {
-		ph = append(ph, Placeholder(p, from, to, target.ProviderLiqoClusterID, c.cfg.PriorityClass, c.cfg.Image))
+		ph = append(ph, Placeholder(p, c.cfg.Namespace, from, to, target.ProviderLiqoClusterID, c.cfg.PriorityClass, c.cfg.Image))
 	}
 	if len(ph) > 0 {
 		if err := c.ensurePriorityClass(ctx); err != nil {
@@ -532,7 +536,7 @@ func (c *Consolidator) ensurePriorityClass(ctx context.Context) error {
 }
 
 func (c *Consolidator) deletePlaceholders(ctx context.Context, k string) error {
-	pods, err := c.cfg.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: LabelPlaceholder + "=" + k})
+	pods, err := c.cfg.Kube.CoreV1().Pods(c.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: LabelPlaceholder + "=" + k})
 	if err != nil {
 		return fmt.Errorf("listing placeholders: %w", err)
 	}
@@ -554,15 +558,15 @@ func (c *Consolidator) deletePod(ctx context.Context, ns, name string) error {
 	return nil
 }
 
-// Placeholder is the placeholder pod that makes room for pod p on the
-// better group to (of provider Liqo cluster toLiqo): in p's namespace (the
-// namespace Liqo offloads), p's effective requests (the larger of the
+// Placeholder is the placeholder pod in namespace ns that makes room for
+// pod p on the better group to (of provider Liqo cluster toLiqo): p's
+// effective requests (the larger of the
 // containers' sum and each init container, plus the overhead), p's node
 // selector minus host and provider pins plus Liqo's remote-cluster-id =
 // toLiqo, p's tolerations (the virtual-node taint among them), the
 // placeholder PriorityClass with its value, no service-account token, and
 // a pause container.
-func Placeholder(p *corev1.Pod, from, to, toLiqo, priorityClass, image string) *corev1.Pod {
+func Placeholder(p *corev1.Pod, ns, from, to, toLiqo, priorityClass, image string) *corev1.Pod {
 	sel := map[string]string{}
 	for k, v := range p.Spec.NodeSelector {
 		if k != corev1.LabelHostname && k != liqo.RemoteClusterIDLabel {
@@ -574,7 +578,7 @@ func Placeholder(p *corev1.Pod, from, to, toLiqo, priorityClass, image string) *
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        placeholderName(from, p),
-			Namespace:   p.Namespace,
+			Namespace:   ns,
 			Labels:      map[string]string{LabelPlaceholder: key(from)},
 			Annotations: map[string]string{AnnotationFrom: from, AnnotationTo: to, AnnotationFor: p.Namespace + "/" + p.Name},
 		},

@@ -50,12 +50,12 @@ func TestPlaceholder(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "shop"}, Spec: tc.pod}
-			ph := Placeholder(p, dear, cheap, "liqo-cheap", DefaultPriorityClass, DefaultImage)
-			if ph.Namespace != "shop" || ph.Labels[LabelPlaceholder] != key(dear) || ph.Annotations[AnnotationFor] != "shop/web-1" ||
+			ph := Placeholder(p, "fa", dear, cheap, "liqo-cheap", DefaultPriorityClass, DefaultImage)
+			if ph.Namespace != "fa" || ph.Labels[LabelPlaceholder] != key(dear) || ph.Annotations[AnnotationFor] != "shop/web-1" ||
 				ph.Annotations[AnnotationFrom] != dear || ph.Annotations[AnnotationTo] != cheap {
 				t.Errorf("metadata %+v", ph.ObjectMeta)
 			}
-			if again := Placeholder(p, dear, cheap, "liqo-cheap", DefaultPriorityClass, DefaultImage); again.Name != ph.Name {
+			if again := Placeholder(p, "fa", dear, cheap, "liqo-cheap", DefaultPriorityClass, DefaultImage); again.Name != ph.Name {
 				t.Errorf("names differ: %s, %s", ph.Name, again.Name)
 			}
 			got := ph.Spec.Containers[0].Resources.Requests
@@ -95,7 +95,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, kube: fake.NewClientset(), clk: clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))}
 	var err error
-	if f.c, err = New(Config{Kube: f.kube, Clock: f.clk}); err != nil {
+	if f.c, err = New(Config{Kube: f.kube, Namespace: "fa", Clock: f.clk}); err != nil {
 		t.Fatal(err)
 	}
 	f.view = []api.NodeGroupView{
@@ -186,7 +186,7 @@ func TestMoveThroughItsPhases(t *testing.T) {
 		t.Fatalf("placeholders %d, want 2 (web-1, web-2)", len(ph))
 	}
 	for _, p := range ph {
-		if p.Namespace != "shop" || p.Spec.NodeSelector[liqo.RemoteClusterIDLabel] != "liqo-cheap" {
+		if p.Namespace != "fa" || p.Spec.NodeSelector[liqo.RemoteClusterIDLabel] != "liqo-cheap" {
 			t.Errorf("placeholder %s/%s selects %v", p.Namespace, p.Name, p.Spec.NodeSelector)
 		}
 	}
@@ -328,11 +328,11 @@ func TestTimeoutsAndOrphans(t *testing.T) {
 		t.Fatalf("after the drain timeout: moves %+v roles %v; want none", m, r)
 	}
 
-	restarted, err := New(Config{Kube: f.kube, Clock: f.clk})
+	restarted, err := New(Config{Kube: f.kube, Namespace: "fa", Clock: f.clk})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.pod("shop", "fa-placeholder-left", "", func(p *corev1.Pod) { p.Labels = map[string]string{LabelPlaceholder: key(dear)} })
+	f.pod("fa", "fa-placeholder-left", "", func(p *corev1.Pod) { p.Labels = map[string]string{LabelPlaceholder: key(dear)} })
 	f.c = restarted
 	f.reconcile(nil, oneAtATime)
 	if n := len(f.placeholders()); n != 0 {

@@ -58,7 +58,7 @@ func TestHeartbeatMovesDriveConsolidation(t *testing.T) {
 			}
 			resync := false
 			a.heartbeat(ctx, true, &resync)
-			ph, err := a.cfg.Kube.CoreV1().Pods("shop").List(ctx, metav1.ListOptions{LabelSelector: consolidate.LabelPlaceholder})
+			ph, err := a.cfg.Kube.CoreV1().Pods("fa").List(ctx, metav1.ListOptions{LabelSelector: consolidate.LabelPlaceholder})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +70,7 @@ func TestHeartbeatMovesDriveConsolidation(t *testing.T) {
 			}
 			p := ph.Items[0]
 			p.Spec.NodeName = "vn-cheap"
-			if _, err := a.cfg.Kube.CoreV1().Pods("shop").Update(ctx, &p, metav1.UpdateOptions{}); err != nil {
+			if _, err := a.cfg.Kube.CoreV1().Pods("fa").Update(ctx, &p, metav1.UpdateOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			a.heartbeat(ctx, true, &resync)

@@ -207,7 +207,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.choiceIn = choiceSettings{ep: cfg.Model, err: cfg.Model.Validate()}
-	if a.consol, err = consolidate.New(consolidate.Config{Kube: cfg.Kube, PlaceTimeout: cfg.Consolidation.PlaceTimeout, DrainTimeout: cfg.Consolidation.DrainTimeout, Clock: cfg.Clock, Logger: a.log}); err != nil {
+	if a.consol, err = consolidate.New(consolidate.Config{Kube: cfg.Kube, Namespace: cfg.Namespace, PlaceTimeout: cfg.Consolidation.PlaceTimeout, DrainTimeout: cfg.Consolidation.DrainTimeout, Clock: cfg.Clock, Logger: a.log}); err != nil {
 		return nil, err
 	}
 	a.beatStreak = cfg.Tracker.NewStreak("Heartbeat", a.log, cfg.Clock, false)
