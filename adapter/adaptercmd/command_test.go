@@ -39,7 +39,9 @@ func TestValidate(t *testing.T) {
 		{"handshake timeout too long", func(o *adaptercmd.Options) { o.Insecure, o.Limits.HandshakeTimeout = true, time.Hour }, "--handshake-timeout"},
 		{"drain utilization above 1", func(o *adaptercmd.Options) { o.Insecure, o.DrainUtilization = true, 1.5 }, "--consolidation-drain-utilization"},
 		{"negative drain unneeded time", func(o *adaptercmd.Options) { o.Insecure, o.DrainUnneededTime = true, -time.Second }, "--consolidation-unneeded-time"},
-		{"ok drain settings", func(o *adaptercmd.Options) { o.Insecure, o.DrainUtilization, o.DrainUnneededTime = true, 0.9, 30 * time.Second }, ""},
+		{"ok drain settings", func(o *adaptercmd.Options) {
+			o.Insecure, o.DrainUtilization, o.DrainUnneededTime = true, 0.9, 30*time.Second
+		}, ""},
 		{"ok insecure", func(o *adaptercmd.Options) { o.Insecure = true }, ""},
 		{"ok mtls", func(o *adaptercmd.Options) { o.TLSDir = "/x" }, ""},
 	}

@@ -7,8 +7,8 @@
 package localapitest
 
 import (
-	"maps"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sort"
