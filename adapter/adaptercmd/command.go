@@ -61,8 +61,8 @@ func (o *Options) Validate() error {
 			"(ca.crt, server.crt/key, client.crt/key; see docs/adapter.md); pass --insecure only for tests")
 	case o.CacheTTL <= 0:
 		return fmt.Errorf("--cache-ttl must be positive, got %s", o.CacheTTL)
-	case !(o.DrainUtilization >= 0 && o.DrainUtilization <= 1):
-		return fmt.Errorf("--consolidation-drain-utilization must be from 0 (the default, 1) to 1, got %v", o.DrainUtilization)
+	case !(o.DrainUtilization >= 0 && o.DrainUtilization <= 2):
+		return fmt.Errorf("--consolidation-drain-utilization must be from 0 (the default, %v) to 2, got %v", externalgrpc.DefaultDrainUtilization, o.DrainUtilization)
 	case o.DrainUnneededTime < 0:
 		return fmt.Errorf("--consolidation-unneeded-time must not be negative (0: the default, 1m), got %s", o.DrainUnneededTime)
 	}

@@ -77,8 +77,9 @@ type Config struct {
 	CallTimeout time.Duration
 	// DrainUtilization is the scale-down utilization threshold (CPU and
 	// GPU) NodeGroupGetOptions answers for a group the consumer agent
-	// drains in a consolidation (default 1: every node not fully
-	// requested is underutilized); DrainUnneededTime caps its scale-down
+	// drains in a consolidation (default 1.01: CA keeps a node whose
+	// utilization is at or above the threshold, and a node may be fully
+	// requested, utilization 1); DrainUnneededTime caps its scale-down
 	// unneeded time (default 1 min; CA's defaults when shorter).
 	DrainUtilization  float64
 	DrainUnneededTime time.Duration
@@ -86,7 +87,7 @@ type Config struct {
 
 // Consolidation defaults (Config.DrainUtilization, DrainUnneededTime).
 const (
-	DefaultDrainUtilization  = 1.0
+	DefaultDrainUtilization  = 1.01
 	DefaultDrainUnneededTime = time.Minute
 )
 

@@ -685,8 +685,8 @@ func TestGetOptionsUnderConsolidation(t *testing.T) {
 		util, gpu   float64
 		unneeded    time.Duration
 	}{
-		{"drained: threshold 1, unneeded capped at 1 min", "ng-p1-standard", 10 * time.Minute, 1, 1, time.Minute},
-		{"drained: CA's shorter unneeded time kept", "ng-p1-standard", 20 * time.Second, 1, 1, 20 * time.Second},
+		{"drained: threshold 1.01 (a full node too), unneeded capped at 1 min", "ng-p1-standard", 10 * time.Minute, 1.01, 1.01, time.Minute},
+		{"drained: CA's shorter unneeded time kept", "ng-p1-standard", 20 * time.Second, 1.01, 1.01, 20 * time.Second},
 		{"grown for the move: thresholds 0", "ng-p2-standard", 10 * time.Minute, 0, 0, 10 * time.Minute},
 		{"not in a move: CA's defaults", "ng-p3-standard", 10 * time.Minute, 0.5, 0.4, 10 * time.Minute},
 	}

@@ -38,7 +38,7 @@ func pdb(minAvailable, maxUnavailable *intstr.IntOrString) *policyv1.PodDisrupti
 // PodDisruptionBudgets, and the room elsewhere whether it is removable; a
 // removable one is tainted, drained and deleted after the unneeded time.
 func TestScaleDownFollowsOptionsAndBudgets(t *testing.T) {
-	drainAll := &protos.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 1, ScaleDownUnneededDuration: durationpb.New(0)}
+	drainAll := &protos.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 1.01, ScaleDownUnneededDuration: durationpb.New(0)}
 	one, three := intstr.FromInt32(1), intstr.FromInt32(3)
 	bare := boundPod("a", "1")
 	expendableBare := boundPod("a", "1")
@@ -50,7 +50,8 @@ func TestScaleDownFollowsOptionsAndBudgets(t *testing.T) {
 		deleted bool
 	}{
 		{"CA's defaults (no options): a half-used node is needed", nil, []runtime.Object{replica("w1", "a", "1")}, false},
-		{"threshold 1: drained", drainAll, []runtime.Object{replica("w1", "a", "1")}, true},
+		{"threshold 1.01: drained", drainAll, []runtime.Object{replica("w1", "a", "1")}, true},
+		{"a full node under threshold 1: needed", &protos.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 1}, []runtime.Object{replica("w1", "a", "2")}, false},
 		{"threshold 0.4: needed", &protos.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 0.4}, []runtime.Object{replica("w1", "a", "1")}, false},
 		{"a pod without a controller blocks", drainAll, []runtime.Object{bare}, false},
 		{"an expendable pod does not block", drainAll, []runtime.Object{expendableBare}, true},
