@@ -36,6 +36,10 @@ type Options struct {
 	Insecure bool
 	// CacheTTL bounds the age of node-group reads.
 	CacheTTL time.Duration
+	// DrainUtilization and DrainUnneededTime are what NodeGroupGetOptions
+	// answers for a group drained in a consolidation.
+	DrainUtilization  float64
+	DrainUnneededTime time.Duration
 	// ShutdownTimeout bounds the graceful stop.
 	ShutdownTimeout time.Duration
 	// Limits bound what the listener holds (--max-conns,
@@ -57,6 +61,10 @@ func (o *Options) Validate() error {
 			"(ca.crt, server.crt/key, client.crt/key; see docs/adapter.md); pass --insecure only for tests")
 	case o.CacheTTL <= 0:
 		return fmt.Errorf("--cache-ttl must be positive, got %s", o.CacheTTL)
+	case !(o.DrainUtilization >= 0 && o.DrainUtilization <= 2):
+		return fmt.Errorf("--consolidation-drain-utilization must be from 0 (the default, %v) to 2, got %v", externalgrpc.DefaultDrainUtilization, o.DrainUtilization)
+	case o.DrainUnneededTime < 0:
+		return fmt.Errorf("--consolidation-unneeded-time must not be negative (0: the default, 1m), got %s", o.DrainUnneededTime)
 	}
 	_, err := o.Limits.ForListeners(1)
 	return err
@@ -89,6 +97,8 @@ cloud-config naming this address and the adapter PKI's client certificate
 	f.StringVar(&o.TLSDir, "tls-dir", "", "folder of the adapter PKI (ca.crt, server.crt, server.key); clients must present a certificate signed by ca.crt")
 	f.BoolVar(&o.Insecure, "insecure", false, "serve plaintext gRPC without client authentication (tests only)")
 	f.DurationVar(&o.CacheTTL, "cache-ttl", 2*time.Second, "maximum age of the node-group data reads are served from")
+	f.Float64Var(&o.DrainUtilization, "consolidation-drain-utilization", externalgrpc.DefaultDrainUtilization, "scale-down utilization threshold NodeGroupGetOptions answers for a node group drained in a consolidation")
+	f.DurationVar(&o.DrainUnneededTime, "consolidation-unneeded-time", externalgrpc.DefaultDrainUnneededTime, "longest scale-down unneeded time NodeGroupGetOptions answers for a node group drained in a consolidation")
 	o.Limits.AddFlags(f)
 	return cmd
 }
@@ -120,7 +130,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger, ready func(net.Addr))
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
-	srv, err := externalgrpc.New(externalgrpc.Config{Agent: agent, Logger: log, CacheTTL: o.CacheTTL})
+	srv, err := externalgrpc.New(externalgrpc.Config{Agent: agent, Logger: log, CacheTTL: o.CacheTTL, DrainUtilization: o.DrainUtilization, DrainUnneededTime: o.DrainUnneededTime})
 	if err != nil {
 		return err
 	}

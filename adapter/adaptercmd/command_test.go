@@ -37,6 +37,11 @@ func TestValidate(t *testing.T) {
 		{"bad ttl", func(o *adaptercmd.Options) { o.Insecure, o.CacheTTL = true, 0 }, "--cache-ttl"},
 		{"negative max conns", func(o *adaptercmd.Options) { o.Insecure, o.Limits.MaxConns = true, -1 }, "--max-conns must be >= 0"},
 		{"handshake timeout too long", func(o *adaptercmd.Options) { o.Insecure, o.Limits.HandshakeTimeout = true, time.Hour }, "--handshake-timeout"},
+		{"drain utilization above 2", func(o *adaptercmd.Options) { o.Insecure, o.DrainUtilization = true, 2.5 }, "--consolidation-drain-utilization"},
+		{"negative drain unneeded time", func(o *adaptercmd.Options) { o.Insecure, o.DrainUnneededTime = true, -time.Second }, "--consolidation-unneeded-time"},
+		{"ok drain settings", func(o *adaptercmd.Options) {
+			o.Insecure, o.DrainUtilization, o.DrainUnneededTime = true, 0.9, 30*time.Second
+		}, ""},
 		{"ok insecure", func(o *adaptercmd.Options) { o.Insecure = true }, ""},
 		{"ok mtls", func(o *adaptercmd.Options) { o.TLSDir = "/x" }, ""},
 	}

@@ -75,7 +75,21 @@ type Config struct {
 	// CallTimeout bounds mutations when CA sends no deadline and every
 	// agent round-trip for reads (default 4.5 s, under CA's 5 s).
 	CallTimeout time.Duration
+	// DrainUtilization is the scale-down utilization threshold (CPU and
+	// GPU) NodeGroupGetOptions answers for a group the consumer agent
+	// drains in a consolidation (default 1.01: CA keeps a node whose
+	// utilization is at or above the threshold, and a node may be fully
+	// requested, utilization 1); DrainUnneededTime caps its scale-down
+	// unneeded time (default 1 min; CA's defaults when shorter).
+	DrainUtilization  float64
+	DrainUnneededTime time.Duration
 }
+
+// Consolidation defaults (Config.DrainUtilization, DrainUnneededTime).
+const (
+	DefaultDrainUtilization  = 1.01
+	DefaultDrainUnneededTime = time.Minute
+)
 
 // Server implements protos.CloudProviderServer.
 type Server struct {
@@ -89,6 +103,8 @@ type Server struct {
 	parallel     int
 	margin       time.Duration
 	fetchTimeout time.Duration
+	drainUtil    float64
+	drainTime    time.Duration
 
 	bgCtx    context.Context
 	bgCancel context.CancelFunc
@@ -123,6 +139,8 @@ func New(cfg Config) (*Server, error) {
 		parallel:     cfg.MaxParallel,
 		margin:       cfg.ReplyMargin,
 		fetchTimeout: cfg.CallTimeout,
+		drainUtil:    cfg.DrainUtilization,
+		drainTime:    cfg.DrainUnneededTime,
 		pending:      map[string]*pendingReservation{},
 		released:     map[string]*releasedReservation{},
 		known:        map[string]knownGroup{},
@@ -147,6 +165,12 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.fetchTimeout <= 0 {
 		s.fetchTimeout = 4500 * time.Millisecond
+	}
+	if s.drainUtil <= 0 {
+		s.drainUtil = DefaultDrainUtilization
+	}
+	if s.drainTime <= 0 {
+		s.drainTime = DefaultDrainUnneededTime
 	}
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	return s, nil
@@ -248,9 +272,20 @@ func (s *Server) NodeGroupTemplateNodeInfo(ctx context.Context, req *protos.Node
 
 // NodeGroupGetOptions echoes CA's defaults with every duration set in both
 // shapes (CA ≤ 1.34 dereferences fields 3–5 unchecked); without defaults it
-// answers UNIMPLEMENTED, which makes CA use its global options.
+// answers UNIMPLEMENTED, which makes CA use its global options. A group the
+// consumer agent drains in a consolidation answers the drain threshold and
+// at most the drain unneeded time, so that CA's own scale-down removes its
+// nodes; the group that grew for it answers thresholds 0, so that none of
+// its nodes is unneeded until the move ends (docs/adapter.md).
 func (s *Server) NodeGroupGetOptions(ctx context.Context, req *protos.NodeGroupAutoscalingOptionsRequest) (*protos.NodeGroupAutoscalingOptionsResponse, error) {
-	if _, err := s.group(ctx, "NodeGroupGetOptions", req.GetId()); err != nil {
+	if req.GetId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "NodeGroupGetOptions: node group id is required")
+	}
+	st, err := s.read(ctx)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	if _, err := st.lookup("NodeGroupGetOptions", req.GetId()); err != nil {
 		return nil, err
 	}
 	d := req.GetDefaults()
@@ -270,6 +305,13 @@ func (s *Server) NodeGroupGetOptions(ctx context.Context, req *protos.NodeGroupA
 		// Echoing a missing duration as 0 would turn e.g. the scale-down
 		// unneeded time off; let CA use its global options instead.
 		return nil, status.Error(codes.Unimplemented, "NodeGroupGetOptions: defaults lack a duration; use the global options")
+	}
+	switch st.consolidation[req.GetId()] {
+	case api.RoleDrain:
+		o.ScaleDownUtilizationThreshold, o.ScaleDownGpuUtilizationThreshold = s.drainUtil, s.drainUtil
+		unneeded = min(unneeded, s.drainTime)
+	case api.RoleKeep:
+		o.ScaleDownUtilizationThreshold, o.ScaleDownGpuUtilizationThreshold = 0, 0
 	}
 	o.ScaleDownUnneededTime, o.ScaleDownUnneededDuration = &protos.K8SDuration{Duration: int64(unneeded)}, durationpb.New(unneeded)
 	o.ScaleDownUnreadyTime, o.ScaleDownUnreadyDuration = &protos.K8SDuration{Duration: int64(unready)}, durationpb.New(unready)

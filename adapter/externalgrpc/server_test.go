@@ -662,6 +662,56 @@ func TestGetOptionsEchoesDefaultsInBothShapes(t *testing.T) {
 	wantCode(t, err, codes.NotFound)
 }
 
+// TestGetOptionsUnderConsolidation: the group the agent drains answers the
+// drain threshold (CPU and GPU) and at most the drain unneeded time; the
+// group that grew for the move answers thresholds 0; every other group
+// echoes CA's defaults; every answer carries every duration in both shapes,
+// and a drained group without defaults is still UNIMPLEMENTED.
+func TestGetOptionsUnderConsolidation(t *testing.T) {
+	fake := localapitest.New(stdGroup("p1", 4, 0), stdGroup("p2", 4, 0), stdGroup("p3", 4, 0))
+	fake.SetConsolidation(map[string]api.ConsolidationRole{"ng-p1-standard": api.RoleDrain, "ng-p2-standard": api.RoleKeep})
+	h := newHarness(t, fake)
+	defaults := func(unneeded time.Duration) *protos.NodeGroupAutoscalingOptions {
+		return &protos.NodeGroupAutoscalingOptions{
+			ScaleDownUtilizationThreshold: 0.5, ScaleDownGpuUtilizationThreshold: 0.4,
+			ScaleDownUnneededDuration: durationpb.New(unneeded),
+			ScaleDownUnreadyDuration:  durationpb.New(20 * time.Minute),
+			MaxNodeProvisionDuration:  durationpb.New(15 * time.Minute),
+		}
+	}
+	tests := []struct {
+		name, group string
+		caUnneeded  time.Duration
+		util, gpu   float64
+		unneeded    time.Duration
+	}{
+		{"drained: threshold 1.01 (a full node too), unneeded capped at 1 min", "ng-p1-standard", 10 * time.Minute, 1.01, 1.01, time.Minute},
+		{"drained: CA's shorter unneeded time kept", "ng-p1-standard", 20 * time.Second, 1.01, 1.01, 20 * time.Second},
+		{"grown for the move: thresholds 0", "ng-p2-standard", 10 * time.Minute, 0, 0, 10 * time.Minute},
+		{"not in a move: CA's defaults", "ng-p3-standard", 10 * time.Minute, 0.5, 0.4, 10 * time.Minute},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := h.cl.NodeGroupGetOptions(ctx(t), &protos.NodeGroupAutoscalingOptionsRequest{Id: tc.group, Defaults: defaults(tc.caUnneeded)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := r.GetNodeGroupAutoscalingOptions()
+			if o.GetScaleDownUtilizationThreshold() != tc.util || o.GetScaleDownGpuUtilizationThreshold() != tc.gpu {
+				t.Errorf("thresholds %v / %v, want %v / %v", o.GetScaleDownUtilizationThreshold(), o.GetScaleDownGpuUtilizationThreshold(), tc.util, tc.gpu)
+			}
+			if o.GetScaleDownUnneededTime() == nil || time.Duration(o.GetScaleDownUnneededTime().GetDuration()) != tc.unneeded || o.GetScaleDownUnneededDuration().AsDuration() != tc.unneeded {
+				t.Errorf("unneeded %v / %v, want %v in both shapes", o.GetScaleDownUnneededTime(), o.GetScaleDownUnneededDuration(), tc.unneeded)
+			}
+			if o.GetScaleDownUnreadyTime() == nil || o.GetMaxNodeProvisionTime() == nil || o.GetScaleDownUnreadyDuration() == nil || o.GetMaxNodeProvisionDuration() == nil {
+				t.Errorf("a duration is missing: %v", o)
+			}
+		})
+	}
+	_, err := h.cl.NodeGroupGetOptions(ctx(t), &protos.NodeGroupAutoscalingOptionsRequest{Id: "ng-p1-standard"})
+	wantCode(t, err, codes.Unimplemented)
+}
+
 func TestGPUTypesAndPricing(t *testing.T) {
 	gv := gpuGroup("p2", 2)
 	gv.Labels = map[string]string{"nvidia.com/gpu": "a100"}

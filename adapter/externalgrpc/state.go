@@ -77,6 +77,8 @@ type state struct {
 	byProviderID    map[string]*instance
 	byName          map[string]*instance
 	byReservationID map[string]*instance
+	// consolidation is the agent's consolidation role per group id.
+	consolidation map[string]api.ConsolidationRole
 }
 
 // goneGroupTTL is how long a group that vanished keeps answering by id.
@@ -219,6 +221,7 @@ func newState(fetchedAt time.Time, view *api.NodeGroupListResponse) *state {
 		byProviderID:    map[string]*instance{},
 		byName:          map[string]*instance{},
 		byReservationID: map[string]*instance{},
+		consolidation:   view.Consolidation,
 	}
 	for i := range view.NodeGroups {
 		v := &view.NodeGroups[i]

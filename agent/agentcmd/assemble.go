@@ -98,6 +98,9 @@ type Deps struct {
 	// defaults).
 	Model                                choice.Endpoint
 	ChoiceAuditSize, ChoiceMaxCandidates int
+	// Consolidation tunes a consumer's moves of autoscaled capacity (zero:
+	// defaults).
+	Consolidation consumer.Consolidation
 	// ProbeDelay is added to every probe echo: a simulated network
 	// distance (0 for a real network).
 	ProbeDelay time.Duration

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
@@ -55,8 +56,11 @@ type Options struct {
 	// ChoiceAuditSize and ChoiceMaxCandidates bound its selector.
 	Model                                choice.Endpoint
 	ChoiceAuditSize, ChoiceMaxCandidates int
-	InstallCRDs                          bool
-	LiqoClusterID                        string
+	// Consolidation tunes a consumer's moves of autoscaled capacity
+	// (--consolidation-*).
+	Consolidation consumer.Consolidation
+	InstallCRDs   bool
+	LiqoClusterID string
 	// LiqoNamespace is where Liqo is installed (--liqo-namespace).
 	LiqoNamespace string
 	NodeName      string
@@ -148,6 +152,10 @@ behaviour.`,
 	f.StringVar(&o.Model.Model, "model-name", "", "consumer: model the Choice policy asks, e.g. llama3.2:3b")
 	f.DurationVar(&o.Model.Timeout, "model-timeout", choice.DefaultTimeout, "consumer: longest wait for one model answer (at most 2m); a slower answer falls back")
 	f.IntVar(&o.ChoiceAuditSize, "choice-audit-size", choice.DefaultAuditSize, "consumer: Choice decisions kept in the audit log the console shows (1 to 4096)")
+	f.IntVar(&o.Consolidation.Budget.Max, "consolidation-max-moves", consolidate.DefaultMaxMoves, "consumer: most moves of autoscaled capacity to a better provider that start per --consolidation-window (0: none; the ConsumerPolicy's lifecycle.maxMovesPerWindow overrides it)")
+	f.DurationVar(&o.Consolidation.Budget.Window, "consolidation-window", consolidate.DefaultMoveWindow, "consumer: the window of --consolidation-max-moves (the ConsumerPolicy's lifecycle.moveWindowSeconds overrides it)")
+	f.DurationVar(&o.Consolidation.PlaceTimeout, "consolidation-place-timeout", consolidate.DefaultPlaceTimeout, "consumer: how long a move waits for the better node group to grow before it is abandoned")
+	f.DurationVar(&o.Consolidation.DrainTimeout, "consolidation-drain-timeout", consolidate.DefaultDrainTimeout, "consumer: how long a move keeps the worse node group draining before it ends")
 	f.IntVar(&o.ChoiceMaxCandidates, "choice-max-candidates", choice.DefaultMaxCandidates, "consumer: most providers the Choice model is shown, the best by the fallback order (1 to 256)")
 	f.BoolVar(&o.InstallCRDs, "install-crds", true, "install or update the agent's CRDs at start")
 	f.StringVar(&o.LiqoClusterID, "liqo-cluster-id", "", "the cluster's Liqo cluster id as the operator expects it: the agent reads the id from Liqo and refuses to start when this disagrees (empty: no check; --liqo-driver sim: the id the simulated Liqo is installed with, default the bundle's cluster id)")

@@ -85,6 +85,7 @@ func (as *assembly) consumer(ctx context.Context) error {
 		AdvertisedIP: d.AdvertisedIP, NodeName: d.NodeName, Clock: d.Clock, Logger: as.log, Tracker: as.tracker,
 		Metrics: as.metrics, Registerer: as.reg, LocalAPIHosts: d.LocalAPIHosts,
 		Model: d.Model, ChoiceAuditSize: d.ChoiceAuditSize, ChoiceMaxCandidates: d.ChoiceMaxCandidates,
+		Consolidation: d.Consolidation,
 	}
 	if d.Geo != nil {
 		cc.Geo = func(ctx context.Context, ip string) (*consumer.Location, error) {

@@ -90,6 +90,7 @@ func (o *Options) deps(role api.Role, log *slog.Logger) (Deps, error) {
 	} else {
 		d.LocalAPIListen, d.LocalAPIHosts = o.LocalAPIListen, o.LocalAPIAllowedHosts
 		d.Model, d.ChoiceAuditSize, d.ChoiceMaxCandidates = o.Model, o.ChoiceAuditSize, o.ChoiceMaxCandidates
+		d.Consolidation = o.Consolidation
 	}
 	if d.Liqo, err = o.liqoFactory(); err != nil {
 		return Deps{}, err

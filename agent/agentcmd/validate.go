@@ -6,10 +6,12 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -38,6 +40,7 @@ func (o *Options) Validate() error {
 	}
 	o.checkRoleFlags(role, &p)
 	p = append(p, o.checkChoice(role)...)
+	p = append(p, o.checkConsolidation()...)
 	return errors.Join(p...)
 }
 
@@ -134,6 +137,27 @@ func (o *Options) checkRoleFlags(role api.Role, p *problems) {
 			p.addf("--local-api-allowed-hosts is a consumer flag: the provider agent has no local API")
 		}
 	}
+}
+
+// checkConsolidation checks the consumer's --consolidation-* flags.
+func (o *Options) checkConsolidation() []error {
+	var errs []error
+	c := o.Consolidation
+	if c.Budget.Max < 0 || c.Budget.Max > api.MaxMovesPerWindow {
+		errs = append(errs, fmt.Errorf("--consolidation-max-moves %d: use 0 (no moves) to %d", c.Budget.Max, api.MaxMovesPerWindow))
+	}
+	if c.Budget.Window < 0 || c.Budget.Window > api.MaxMoveWindowSeconds*time.Second {
+		errs = append(errs, fmt.Errorf("--consolidation-window %s: use 1s to %s (0: the default, %s)", c.Budget.Window, api.MaxMoveWindowSeconds*time.Second, consolidate.DefaultMoveWindow))
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"--consolidation-place-timeout", c.PlaceTimeout}, {"--consolidation-drain-timeout", c.DrainTimeout}} {
+		if f.d < 0 {
+			errs = append(errs, fmt.Errorf("%s %s: must not be negative (0: the default)", f.name, f.d))
+		}
+	}
+	return errs
 }
 
 // checkChoice checks the consumer's Choice-policy flags (a provider takes

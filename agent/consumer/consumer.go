@@ -29,6 +29,7 @@ import (
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
 	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
@@ -110,6 +111,20 @@ type Config struct {
 	// ChoiceAuditSize and ChoiceMaxCandidates bound the Choice selector
 	// (0: choice.DefaultAuditSize, choice.DefaultMaxCandidates).
 	ChoiceAuditSize, ChoiceMaxCandidates int
+	// Consolidation tunes the moves of autoscaled capacity to a better
+	// provider (docs/placement.md, Consolidation).
+	Consolidation Consolidation
+}
+
+// Consolidation tunes the consolidator (agent/consolidate).
+type Consolidation struct {
+	// Budget is the default disruption budget (--consolidation-max-moves
+	// per --consolidation-window; a zero Window: 1 per 10 minutes); the
+	// ConsumerPolicy's lifecycle.maxMovesPerWindow / moveWindowSeconds
+	// override it.
+	Budget consolidate.Budget
+	// PlaceTimeout and DrainTimeout bound a move's phases (0: defaults).
+	PlaceTimeout, DrainTimeout time.Duration
 }
 
 // Agent is the consumer agent.
@@ -157,6 +172,9 @@ type Agent struct {
 	choiceAt time.Time
 
 	reserveToPeer prometheus.Histogram
+	// consol runs the consolidation moves (the broker's "move" decisions
+	// of each heartbeat's answer).
+	consol *consolidate.Consolidator
 	// changes signals the console after every change it shows (Subscribe).
 	changes signal.Signal
 }
@@ -190,6 +208,9 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.choiceIn = choiceSettings{ep: cfg.Model, err: cfg.Model.Validate()}
+	if a.consol, err = consolidate.New(consolidate.Config{Kube: cfg.Kube, Namespace: cfg.Namespace, PlaceTimeout: cfg.Consolidation.PlaceTimeout, DrainTimeout: cfg.Consolidation.DrainTimeout, Clock: cfg.Clock, Logger: a.log}); err != nil {
+		return nil, err
+	}
 	a.beatStreak = cfg.Tracker.NewStreak("Heartbeat", a.log, cfg.Clock, false)
 	a.buildStreak = cfg.Tracker.NewStreak("Building the heartbeat (reading ConsumerPolicies)", a.log, cfg.Clock, true)
 	a.projStreak = cfg.Tracker.NewStreak("Projecting virtual nodes (Kubernetes API)", a.log, cfg.Clock, true)
@@ -444,6 +465,7 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 			a.log.Warn("Cleaning up an unknown reservation failed", "reservation", id, "err", err)
 		}
 	}
+	a.consolidate(ctx, req.Lifecycle, resp.Moves)
 }
 
 func equalHeartbeat(a, b api.HeartbeatRequest) bool {

@@ -94,6 +94,7 @@ func (a *Agent) NodeGroups(ctx context.Context) (api.NodeGroupListResponse, erro
 	case view.LatencyShortlist && a.cfg.Prober != nil:
 		a.remask(ctx, &view)
 	}
+	view.Consolidation = a.consol.Roles()
 	return view, nil
 }
 

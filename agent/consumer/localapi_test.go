@@ -41,6 +41,7 @@ type stubBroker struct {
 	viewErr       error
 	heartbeats    int
 	phases        map[string]api.Phase // Reservation answers; absent ids are 404
+	moves         []api.Reevaluation   // the heartbeat's answer
 }
 
 func (s *stubBroker) Instructions(ctx context.Context, _ time.Duration) ([]api.InstructionView, bool, error) {
@@ -54,7 +55,7 @@ func (s *stubBroker) Heartbeat(context.Context, api.HeartbeatRequest) (api.Heart
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.heartbeats++
-	return api.HeartbeatResponse{}, nil
+	return api.HeartbeatResponse{Moves: s.moves}, nil
 }
 func (s *stubBroker) NodeGroups(context.Context) (api.NodeGroupListResponse, error) {
 	v := s.view // a fresh copy per call, as decoding the broker's answer gives

@@ -171,8 +171,9 @@ func TestConsumer(t *testing.T) {
 	c.checkRBAC(t, ns, "consumer-agent",
 		[][3]string{{"list", "consumerpolicies.autoscaling.federation-autoscaler.io", ns}, {"create", "virtualnodestates.autoscaling.federation-autoscaler.io", ns},
 			{"create", "secrets", ns}, {"patch", "nodes", ""}, {"create", "resourceslices.authentication.liqo.io", "liqo-tenant-x"}, {"create", "nodes", ""},
-			{"create", "configmaps", ns}}, // the simulated Liqo's clusterid ConfigMap (namespaced Role)
-		[][3]string{{"create", "consumerpolicies.autoscaling.federation-autoscaler.io", ns}, {"get", "secrets", "default"}, {"list", "pods", ""},
+			{"create", "configmaps", ns},                                                                       // the simulated Liqo's clusterid ConfigMap (namespaced Role)
+			{"list", "pods", ""}, {"create", "pods", ns}, {"create", "priorityclasses.scheduling.k8s.io", ""}}, // consolidation placeholders
+		[][3]string{{"create", "consumerpolicies.autoscaling.federation-autoscaler.io", ns}, {"get", "secrets", "default"}, {"create", "pods", "default"}, {"delete", "pods", "default"},
 			{"create", "customresourcedefinitions.apiextensions.k8s.io", ""}})
 	c.checkRBAC(t, ns, "cluster-autoscaler",
 		[][3]string{{"update", "nodes", ""}, {"list", "pods", ""}, {"create", "pods/eviction", "default"}, {"create", "leases.coordination.k8s.io", ns}},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -137,6 +138,15 @@ func TestAgentRBAC(t *testing.T) {
 		must(t, "delete secret", c.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kubeconfig-r1"}}))
 		forbidden(t, "secrets in another namespace", c.List(ctx, &corev1.SecretList{}, client.InNamespace("other")))
 		forbidden(t, "create a ConsumerPolicy (read only)", c.Create(ctx, &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"}}))
-		forbidden(t, "list pods", c.List(ctx, &corev1.PodList{}))
+		// Consolidation: pods read everywhere, placeholders only at home.
+		must(t, "list pods", c.List(ctx, &corev1.PodList{}))
+		placeholder := func(namespace string) *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "fa-placeholder-x"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "p", Image: "registry.k8s.io/pause:3.10"}}}}
+		}
+		must(t, "create a placeholder", c.Create(ctx, placeholder(ns)))
+		must(t, "delete a placeholder", c.Delete(ctx, placeholder(ns)))
+		forbidden(t, "create a pod in another namespace", c.Create(ctx, placeholder("other")))
+		forbidden(t, "delete pods in another namespace", c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("other")))
+		must(t, "create the placeholders' PriorityClass", c.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "fa-consolidation-placeholder"}, Value: -1}))
 	})
 }

@@ -4,14 +4,19 @@
 // client-go.
 //
 // Per scan it does what CA's core does, in miniature:
-//   - scale-up: pods marked PodScheduled=False/Unschedulable are packed
-//     first-fit (by CPU, memory and pod count) onto the template node of the
-//     groups; the nodes they need beyond the ones already on their way
+//   - scale-up: pods marked PodScheduled=False/Unschedulable (not
+//     expendable: priority at or above ExpendablePodsPriorityCutoff) are
+//     packed first-fit (by CPU, memory and pod count) onto the room left on
+//     the ready borrowed nodes, then onto the template node of the groups —
+//     a pod with a node selector only onto nodes and templates whose labels
+//     match it; the nodes they need beyond the ones already on their way
 //     (target above registered) become IncreaseSize on the groups with
-//     head-room, in NodeGroups order (the broker's policy-masked order);
-//   - scale-down: a borrowed node (one that maps to a node group) with no
-//     running or pending pod for ScaleDownUnneededTime is deleted through
-//     DeleteNodes;
+//     head-room, the groups selected pods need first, then in NodeGroups
+//     order (the broker's policy-masked order);
+//   - scale-down (scaledown.go): a borrowed node whose utilization is below
+//     its group's NodeGroupGetOptions threshold, and whose pods can all move
+//     (controller, PodDisruptionBudgets, room elsewhere), for the group's
+//     unneeded time, is drained and deleted through DeleteNodes;
 //   - hygiene (failed or never-registered instances, target fixes, unready
 //     nodes) is Core's loop (core.go), called with the computed target.
 //
@@ -24,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
@@ -46,6 +52,15 @@ type Config struct {
 	// ScaleDownUnneededTime is CA's --scale-down-unneeded-time (default
 	// 10 min in CA; here 10 s).
 	ScaleDownUnneededTime time.Duration
+	// ScaleDownUtilizationThreshold is CA's
+	// --scale-down-utilization-threshold (default 0.5 in CA; here 0.01,
+	// so that only idle nodes are unneeded unless a group's
+	// NodeGroupGetOptions answers otherwise).
+	ScaleDownUtilizationThreshold float64
+	// ExpendablePodsPriorityCutoff is CA's
+	// --expendable-pods-priority-cutoff (default -10): pods below it
+	// neither trigger a scale-up nor block a scale-down.
+	ExpendablePodsPriorityCutoff *int32
 	// MaxNodeProvisionTime is CA's --max-node-provision-time (default
 	// 2 min).
 	MaxNodeProvisionTime time.Duration
@@ -53,6 +68,12 @@ type Config struct {
 	Now    func() time.Time
 	Logger *slog.Logger
 }
+
+// Defaults of Config.
+const (
+	DefaultScaleDownUtilizationThreshold = 0.01
+	DefaultExpendablePodsPriorityCutoff  = -10
+)
 
 // Autoscaler is the loop. Run it once.
 type Autoscaler struct {
@@ -75,6 +96,12 @@ func New(cfg Config) (*Autoscaler, error) {
 	}
 	if cfg.MaxNodeProvisionTime <= 0 {
 		cfg.MaxNodeProvisionTime = 2 * time.Minute
+	}
+	if cfg.ScaleDownUtilizationThreshold <= 0 {
+		cfg.ScaleDownUtilizationThreshold = DefaultScaleDownUtilizationThreshold
+	}
+	if cfg.ExpendablePodsPriorityCutoff == nil {
+		cfg.ExpendablePodsPriorityCutoff = new(int32(DefaultExpendablePodsPriorityCutoff))
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -126,17 +153,26 @@ type scan struct {
 	instances map[string]string // live instance id → group
 	// targets sums the target sizes; failed counts failed instances.
 	targets, failed int32
-	// busy names nodes with a bound pod, used sums their requests;
-	// pending are the unschedulable pods.
-	busy    map[string]bool
+	// used sums the requests of the pods bound to each node; pending are
+	// the unschedulable pods that are not expendable.
 	used    map[string][3]int64
 	pending []*corev1.Pod
-	// registered and unready count borrowed nodes; unneeded are the idle
-	// ones past ScaleDownUnneededTime; free is the room left on the ready
-	// ones.
+	// registered and unready count borrowed nodes; unneeded are the
+	// removable ones past their group's unneeded time; free is the room
+	// left on the ready ones.
 	registered, unready int32
 	unneeded            []*corev1.Node
-	free                [][3]int64
+	free                []bin
+	// opts are the groups' scale-down options; world is the cluster the
+	// scale-down simulation runs over.
+	opts  map[string]groupOptions
+	world *world
+}
+
+// bin is room on a node (or a template copy) for the scale-up packing.
+type bin struct {
+	room   [3]int64
+	labels map[string]string
 }
 
 // RunOnce runs one scan: scale-down first, and only when nothing waits
@@ -151,11 +187,18 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing pods: %w", err)
 	}
+	pdbs, err := a.cfg.Kube.PolicyV1().PodDisruptionBudgets(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing PodDisruptionBudgets: %w", err)
+	}
 	s, err := a.readGroups(ctx)
 	if err != nil {
 		return err
 	}
-	s.readPods(pods.Items)
+	s.readPods(pods.Items, *a.cfg.ExpendablePodsPriorityCutoff)
+	if s.world, err = newWorld(nodes.Items, pods.Items, pdbs.Items); err != nil {
+		return err
+	}
 	a.readNodes(s, nodes.Items, a.cfg.Now())
 	if len(s.pending) == 0 && len(s.unneeded) > 0 {
 		return a.scaleDown(ctx, s)
@@ -171,7 +214,7 @@ func (a *Autoscaler) readGroups(ctx context.Context) (*scan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("NodeGroups: %w", err)
 	}
-	s := &scan{groups: ngs.GetNodeGroups(), instances: map[string]string{}, busy: map[string]bool{}, used: map[string][3]int64{}}
+	s := &scan{groups: ngs.GetNodeGroups(), instances: map[string]string{}, used: map[string][3]int64{}, opts: map[string]groupOptions{}}
 	for _, g := range s.groups {
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		ts, err := a.cfg.Client.NodeGroupTargetSize(c, &protos.NodeGroupTargetSizeRequest{Id: g.GetId()})
@@ -186,6 +229,9 @@ func (a *Autoscaler) readGroups(ctx context.Context) (*scan, error) {
 			return nil, fmt.Errorf("group %s: %w", g.GetId(), err)
 		}
 		s.targets += ts.GetTargetSize()
+		if ts.GetTargetSize() > 0 {
+			s.opts[g.GetId()] = a.options(ctx, g.GetId())
+		}
 	}
 	return s, nil
 }
@@ -204,60 +250,79 @@ func (s *scan) addInstances(group string, insts []*protos.Instance) {
 	}
 }
 
-// readPods finds the busy nodes and the unschedulable pods.
-func (s *scan) readPods(pods []corev1.Pod) {
+// readPods sums the nodes' requests and finds the unschedulable pods
+// that are not expendable.
+func (s *scan) readPods(pods []corev1.Pod, cutoff int32) {
 	for i := range pods {
 		p := &pods[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+		if finished(p) || p.DeletionTimestamp != nil {
 			continue
 		}
 		if p.Spec.NodeName != "" {
-			s.busy[p.Spec.NodeName] = true
 			s.used[p.Spec.NodeName] = plus(s.used[p.Spec.NodeName], requests(p))
-		} else if unschedulable(p) {
+		} else if unschedulable(p) && !expendable(p, cutoff) {
 			s.pending = append(s.pending, p)
 		}
 	}
 }
 
-// readNodes counts the borrowed nodes and finds the unneeded ones (idle
-// for ScaleDownUnneededTime); it forgets nodes that are gone.
+// readNodes counts the borrowed nodes and finds the unneeded ones: below
+// their group's utilization threshold and removable (scaledown.go) for its
+// unneeded time; it forgets nodes that are gone or needed again.
 func (a *Autoscaler) readNodes(s *scan, nodes []corev1.Node, now time.Time) {
-	seen := map[string]bool{}
+	var candidates []*corev1.Node
 	for i := range nodes {
 		n := &nodes[i]
-		if _, ok := s.instances[n.Spec.ProviderID]; !ok {
+		gid, ok := s.instances[n.Spec.ProviderID]
+		if !ok {
 			continue
 		}
-		seen[n.Name] = true
 		s.registered++
 		if !ready(n) {
 			s.unready++
 			continue
 		}
-		s.free = append(s.free, minus(amounts(n.Status.Allocatable), s.used[n.Name]))
-		if s.busy[n.Name] {
-			delete(a.unneededSince, n.Name)
+		s.free = append(s.free, bin{room: minus(amounts(n.Status.Allocatable), s.used[n.Name]), labels: n.Labels})
+		if !hasTaint(n, ToBeDeletedTaint) && utilization(n, s.used[n.Name]) < s.opts[gid].threshold {
+			candidates = append(candidates, n)
+		}
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].Name < candidates[j].Name })
+	removable, _ := s.world.removable(candidates, *a.cfg.ExpendablePodsPriorityCutoff)
+	for _, n := range candidates {
+		if !removable[n.Name] {
 			continue
 		}
 		since, ok := a.unneededSince[n.Name]
 		if !ok {
 			a.unneededSince[n.Name] = now
-		} else if now.Sub(since) >= a.cfg.ScaleDownUnneededTime {
+		} else if now.Sub(since) >= s.opts[s.instances[n.Spec.ProviderID]].unneeded {
 			s.unneeded = append(s.unneeded, n)
 		}
 	}
 	for name := range a.unneededSince {
-		if !seen[name] {
+		if !removable[name] {
 			delete(a.unneededSince, name)
 		}
 	}
 }
 
-// scaleDown deletes the unneeded borrowed nodes.
+// scaleDown deletes the unneeded borrowed nodes, each tainted first: the
+// empty ones, and at most one with pods to move, drained first.
 func (a *Autoscaler) scaleDown(ctx context.Context, s *scan) error {
+	drained := false
 	for _, n := range s.unneeded {
 		gid := s.instances[n.Spec.ProviderID]
+		moving, _ := s.world.toMove(n.Name, *a.cfg.ExpendablePodsPriorityCutoff)
+		if len(moving) > 0 {
+			if drained {
+				continue
+			}
+			drained = true
+		}
+		if err := a.drain(ctx, n, moving); err != nil {
+			return err
+		}
 		c, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := a.cfg.Client.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: gid, Nodes: []*protos.ExternalGrpcNode{{Name: n.Name, ProviderID: n.Spec.ProviderID}}})
 		cancel()
@@ -265,7 +330,7 @@ func (a *Autoscaler) scaleDown(ctx context.Context, s *scan) error {
 			return fmt.Errorf("DeleteNodes %s %s: %w", gid, n.Name, err)
 		}
 		delete(a.unneededSince, n.Name)
-		a.log.Info("Autoscaler scale-down: node unneeded", "group", gid, "node", n.Name, "for", a.cfg.ScaleDownUnneededTime)
+		a.log.Info("Autoscaler scale-down: node unneeded", "group", gid, "node", n.Name, "evicted", len(moving), "for", s.opts[gid].unneeded)
 	}
 	return nil
 }
@@ -277,9 +342,10 @@ func (a *Autoscaler) scaleDown(ctx context.Context, s *scan) error {
 // filter-out-schedulable step finds before it simulates a scale-up.
 func (a *Autoscaler) scaleUp(ctx context.Context, s *scan) error {
 	need := int32(0)
+	var first []string
 	if len(s.pending) > 0 {
 		var err error
-		if need, err = a.nodesFor(ctx, s.groups, s.pending, s.free); err != nil {
+		if need, first, err = a.nodesFor(ctx, s.groups, s.pending, s.free); err != nil {
 			return err
 		}
 	}
@@ -288,7 +354,7 @@ func (a *Autoscaler) scaleUp(ctx context.Context, s *scan) error {
 	if need > upcoming {
 		want += need - upcoming
 	}
-	loop, err := a.ca.RunOnce(ctx, int(want))
+	loop, err := a.ca.RunOnceFirst(ctx, int(want), first)
 	if err != nil {
 		return err
 	}
@@ -299,50 +365,75 @@ func (a *Autoscaler) scaleUp(ctx context.Context, s *scan) error {
 }
 
 // nodesFor packs pods first-fit-decreasing onto the room left on existing
-// nodes (free), then onto copies of the first group's template (the chunk
-// shapes of one type are equal), and returns how many new nodes they take.
-// Pods that do not fit even an empty node are left out, as CA does.
-func (a *Autoscaler) nodesFor(ctx context.Context, groups []*protos.NodeGroup, pods []*corev1.Pod, free [][3]int64) (int32, error) {
+// nodes (free), then onto copies of a group's template: the first group's
+// for a pod without a node selector (the chunk shapes of one type are
+// equal), the first group whose template's labels match for one with a
+// selector. It returns how many new nodes they take and the groups the
+// selected pods need, in NodeGroups order. Pods that fit no node are left
+// out, as CA does.
+func (a *Autoscaler) nodesFor(ctx context.Context, groups []*protos.NodeGroup, pods []*corev1.Pod, free []bin) (int32, []string, error) {
 	if len(groups) == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
-	c, cancel := context.WithTimeout(ctx, 5*time.Second)
-	r, err := a.cfg.Client.NodeGroupTemplateNodeInfo(c, &protos.NodeGroupTemplateNodeInfoRequest{Id: groups[0].GetId()})
-	cancel()
-	if err != nil {
-		return 0, fmt.Errorf("TemplateNodeInfo %s: %w", groups[0].GetId(), err)
+	tpls := map[string]*corev1.Node{}
+	template := func(id string) (*corev1.Node, error) {
+		if t, ok := tpls[id]; ok {
+			return t, nil
+		}
+		t, err := a.ca.template(ctx, id)
+		tpls[id] = t
+		return t, err
 	}
-	var tpl corev1.Node
-	if err := tpl.Unmarshal(r.GetNodeBytes()); err != nil {
-		return 0, fmt.Errorf("decoding the template of %s: %w", groups[0].GetId(), err)
-	}
-	capa := amounts(tpl.Status.Allocatable)
-	reqs := make([][3]int64, 0, len(pods))
-	for _, p := range pods {
+	sorted := append([]*corev1.Pod(nil), pods...)
+	sort.SliceStable(sorted, func(i, j int) bool { return requests(sorted[i])[0] > requests(sorted[j])[0] })
+	bins := append([]bin(nil), free...)
+	existing := len(bins)
+	var first []string
+	for _, p := range sorted {
 		req := requests(p)
-		if !fits(req, capa) {
+		if placeOn(bins, p, req) {
 			continue
 		}
-		reqs = append(reqs, req)
-	}
-	sort.Slice(reqs, func(i, j int) bool { return reqs[i][0] > reqs[j][0] })
-	// Room on existing nodes first, then new nodes; only the new ones count.
-	bins := append([][3]int64(nil), free...)
-	existing := len(bins)
-	for _, r := range reqs {
-		placed := false
-		for i := range bins {
-			if fits(r, bins[i]) {
-				bins[i] = minus(bins[i], r)
-				placed = true
+		for i, g := range groups {
+			if i > 0 && len(p.Spec.NodeSelector) == 0 {
 				break
 			}
-		}
-		if !placed {
-			bins = append(bins, minus(capa, r))
+			tpl, err := template(g.GetId())
+			if err != nil {
+				return 0, nil, err
+			}
+			if !selects(p, tpl.Labels) || !fits(req, amounts(tpl.Status.Allocatable)) {
+				continue
+			}
+			bins = append(bins, bin{room: minus(amounts(tpl.Status.Allocatable), req), labels: tpl.Labels})
+			if len(p.Spec.NodeSelector) > 0 && !slices.Contains(first, g.GetId()) {
+				first = append(first, g.GetId())
+			}
+			break
 		}
 	}
-	return int32(len(bins) - existing), nil
+	return int32(len(bins) - existing), first, nil
+}
+
+// placeOn takes req from the first bin p fits and selects.
+func placeOn(bins []bin, p *corev1.Pod, req [3]int64) bool {
+	for i := range bins {
+		if selects(p, bins[i].labels) && fits(req, bins[i].room) {
+			bins[i].room = minus(bins[i].room, req)
+			return true
+		}
+	}
+	return false
+}
+
+// selects reports whether p's node selector matches labels.
+func selects(p *corev1.Pod, labels map[string]string) bool {
+	for k, v := range p.Spec.NodeSelector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // requests is what a pod asks of a node: CPU (milli), memory (bytes), one

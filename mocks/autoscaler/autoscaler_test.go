@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +26,15 @@ type cloud struct {
 	instances                  []string
 	increased                  int32
 	deleted                    []string
+	// opts answers NodeGroupGetOptions (nil: UNIMPLEMENTED).
+	opts *protos.NodeGroupAutoscalingOptions
+}
+
+func (c *cloud) NodeGroupGetOptions(context.Context, *protos.NodeGroupAutoscalingOptionsRequest, ...grpc.CallOption) (*protos.NodeGroupAutoscalingOptionsResponse, error) {
+	if c.opts == nil {
+		return nil, status.Error(codes.Unimplemented, "no options")
+	}
+	return &protos.NodeGroupAutoscalingOptionsResponse{NodeGroupAutoscalingOptions: c.opts}, nil
 }
 
 func (c *cloud) Refresh(context.Context, *protos.RefreshRequest, ...grpc.CallOption) (*protos.RefreshResponse, error) {

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -106,6 +107,7 @@ type Loop struct {
 	Rejected map[string]error
 
 	want         int             // the loop's target of borrowed nodes
+	first        []string        // groups scale-up tries first
 	byProviderID map[string]Node // registered nodes by providerID
 }
 
@@ -143,13 +145,19 @@ func (a *Core) call(ctx context.Context, name string) (context.Context, context.
 // picks groups in NodeGroups order, bounded by their max; scale-down
 // deletes registered nodes, last group first.
 func (a *Core) RunOnce(ctx context.Context, want int) (*Loop, error) {
+	return a.RunOnceFirst(ctx, want, nil)
+}
+
+// RunOnceFirst is RunOnce with the groups scale-up tries before the
+// others (those the pending pods' node selectors need).
+func (a *Core) RunOnceFirst(ctx context.Context, want int, first []string) (*Loop, error) {
 	if a.unregisteredSince == nil {
 		a.unregisteredSince = map[string]time.Time{}
 		a.sizeWrongSince = map[string]time.Time{}
 		a.unreadySince = map[string]time.Time{}
 	}
 	now := a.Now()
-	loop := &Loop{Groups: map[string]*Group{}, Increased: map[string]int32{}, Deleted: map[string][]string{}, Decreased: map[string]int32{}, Rejected: map[string]error{}, want: want}
+	loop := &Loop{Groups: map[string]*Group{}, Increased: map[string]int32{}, Deleted: map[string][]string{}, Decreased: map[string]int32{}, Rejected: map[string]error{}, want: want, first: first}
 	steps := []func(context.Context, *Loop, time.Time) error{
 		a.listGroups,            // 1, 2
 		a.mapNodes,              // 3
@@ -390,10 +398,21 @@ func (a *Core) removeUnreadyAndScale(ctx context.Context, loop *Loop, now time.T
 	return nil
 }
 
-// scaleUp grows the groups in NodeGroups order by need nodes, each up to
-// its max.
+// scaleUp grows the groups by need nodes, each up to its max: loop.first
+// (those listed), then the rest in NodeGroups order.
 func (a *Core) scaleUp(ctx context.Context, loop *Loop, need int32) error {
+	order := make([]string, 0, len(loop.Order))
+	for _, id := range loop.first {
+		if _, ok := loop.Groups[id]; ok && !slices.Contains(order, id) {
+			order = append(order, id)
+		}
+	}
 	for _, id := range loop.Order {
+		if !slices.Contains(order, id) {
+			order = append(order, id)
+		}
+	}
+	for _, id := range order {
 		g := loop.Groups[id]
 		room := g.Max - g.Target
 		if room <= 0 || need <= 0 {

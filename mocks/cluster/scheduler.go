@@ -260,6 +260,18 @@ func choose(p *corev1.Pod, states []*nodeState) (*nodeState, string) {
 	return nil, strings.Join(parts, ", ")
 }
 
+// Fits explains why pod p cannot run on node n with free room left, or
+// returns "": the scheduler's own rule (readiness, schedulability, node
+// selector, taints, requests), for stand-ins that simulate scheduling (the
+// Cluster Autoscaler's scale-down).
+func Fits(p *corev1.Pod, n *corev1.Node, free corev1.ResourceList) string {
+	return fits(p, podRequests(p), &nodeState{node: n, free: free})
+}
+
+// PodRequests is what the scheduler reserves for p: its containers'
+// requests and one pod slot.
+func PodRequests(p *corev1.Pod) corev1.ResourceList { return podRequests(p) }
+
 // fits explains why pod cannot run on the node, or returns "".
 func fits(p *corev1.Pod, req corev1.ResourceList, st *nodeState) string {
 	n := st.node
@@ -324,6 +336,9 @@ func podRequests(p *corev1.Pod) corev1.ResourceList {
 	out[corev1.ResourcePods] = resource.MustParse("1")
 	return out
 }
+
+// Subtract takes req from free (resources free lacks stay absent).
+func Subtract(free, req corev1.ResourceList) { subtract(free, req) }
 
 func subtract(free, req corev1.ResourceList) {
 	for name, q := range req {

@@ -284,8 +284,14 @@ func (d *driver) eventually(what string, timeout time.Duration, cond func() (boo
 // live reservation on want (a provider id → count of chunks, exact).
 func (d *driver) runningOn(replicas int, want map[string]int) time.Duration {
 	d.t.Helper()
+	return d.runningOnWithin(replicas, want, 60*time.Second)
+}
+
+// runningOnWithin is runningOn with its own deadline.
+func (d *driver) runningOnWithin(replicas int, want map[string]int, timeout time.Duration) time.Duration {
+	d.t.Helper()
 	start := time.Now()
-	d.eventually(fmt.Sprintf("%d pods Running on %v", replicas, want), 60*time.Second, func() (bool, string) {
+	d.eventually(fmt.Sprintf("%d pods Running on %v", replicas, want), timeout, func() (bool, string) {
 		run, other := d.pods()
 		vn, live := d.virtualNodes(), d.live()
 		state := fmt.Sprintf("pods running=%d other=%d, virtual nodes %v, live reservations %v", run, other, vn, live)

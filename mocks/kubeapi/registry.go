@@ -78,6 +78,9 @@ func builtinResources() []Resource {
 		core("events", "Event", true),
 		{Group: "events.k8s.io", Version: "v1", Resource: "events", Kind: "Event", ListKind: "EventList", Namespaced: true, Typed: true},
 		{Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Kind: "Lease", ListKind: "LeaseList", Namespaced: true, Typed: true},
+		{Group: "scheduling.k8s.io", Version: "v1", Resource: "priorityclasses", Kind: "PriorityClass", ListKind: "PriorityClassList", ShortNames: []string{"pc"}, Typed: true},
+		{Group: "policy", Version: "v1", Resource: "poddisruptionbudgets", Kind: "PodDisruptionBudget", ListKind: "PodDisruptionBudgetList", Namespaced: true, Subresources: []string{"status"}, ShortNames: []string{"pdb"}, Typed: true},
+		{Group: "apps", Version: "v1", Resource: "replicasets", Kind: "ReplicaSet", ListKind: "ReplicaSetList", Namespaced: true, Subresources: []string{"status"}, ShortNames: []string{"rs"}, Typed: true},
 		{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", ListKind: "DeploymentList", Namespaced: true, Subresources: []string{"status"}, Typed: true},
 		{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions", Kind: "CustomResourceDefinition", ListKind: "CustomResourceDefinitionList", Subresources: []string{"status"}, ShortNames: []string{"crd", "crds"}, Typed: true},
 	}

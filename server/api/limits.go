@@ -323,11 +323,27 @@ func (l *Lifecycle) Check(field string) *FieldError {
 			return fieldErr(join(field, "disconnectGraceSeconds"), showInt(int64(g)), "from 0 to "+strconv.Itoa(MaxDisconnectGraceSeconds)+" seconds")
 		}
 	}
+	if l.MaxMovesPerWindow != nil {
+		if m := *l.MaxMovesPerWindow; m < 0 || m > MaxMovesPerWindow {
+			return fieldErr(join(field, "maxMovesPerWindow"), showInt(int64(m)), "from 0 to "+strconv.Itoa(MaxMovesPerWindow))
+		}
+	}
+	if l.MoveWindowSeconds != nil {
+		if w := *l.MoveWindowSeconds; w < 1 || w > MaxMoveWindowSeconds {
+			return fieldErr(join(field, "moveWindowSeconds"), showInt(int64(w)), "from 1 to "+strconv.Itoa(MaxMoveWindowSeconds)+" seconds")
+		}
+	}
 	if fe := l.Thresholds.Check(join(field, "thresholds")); fe != nil {
 		return fe
 	}
 	return l.Migrations.Check(join(field, "migrations"))
 }
+
+// Bounds of the moves' disruption budget (Lifecycle).
+const (
+	MaxMovesPerWindow    = 1000
+	MaxMoveWindowSeconds = 7 * 24 * 3600
+)
 
 // Check checks the sharing rules: at most MaxSharingConsumers cluster ids per
 // list, each a cluster id, and maxChunksPerConsumer >= 0.

@@ -104,6 +104,9 @@ func TestRequestValidation(t *testing.T) {
 	grace := func(s int32) *HeartbeatRequest {
 		return &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Lifecycle: &Lifecycle{DisconnectGraceSeconds: &s}}
 	}
+	moves := func(n, w int32) *HeartbeatRequest {
+		return &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Lifecycle: &Lifecycle{MaxMovesPerWindow: &n, MoveWindowSeconds: &w}}
+	}
 	lost := &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", NotReadyReservations: make([]string, MaxHeartbeatReservations+1)}
 	starting := &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", StartingReservations: make([]string, MaxHeartbeatReservations+1)}
 	budget := func(n, w *int32) *HeartbeatRequest {
@@ -124,6 +127,12 @@ func TestRequestValidation(t *testing.T) {
 		{"disconnect grace over a day", grace(MaxDisconnectGraceSeconds + 1).Validate(), "lifecycle.disconnectGraceSeconds"},
 		{"negative disconnect grace", grace(-1).Validate(), "lifecycle.disconnectGraceSeconds"},
 		{"no disconnect grace set", (&HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Lifecycle: &Lifecycle{}}).Validate(), ""},
+		{"move budget 0 per hour", moves(0, 3600).Validate(), ""},
+		{"move budget at its bounds", moves(MaxMovesPerWindow, MaxMoveWindowSeconds).Validate(), ""},
+		{"negative move budget", moves(-1, 60).Validate(), "lifecycle.maxMovesPerWindow"},
+		{"move budget too large", moves(MaxMovesPerWindow+1, 60).Validate(), "lifecycle.maxMovesPerWindow"},
+		{"move window 0", moves(1, 0).Validate(), "lifecycle.moveWindowSeconds"},
+		{"move window over a week", moves(1, MaxMoveWindowSeconds+1).Validate(), "lifecycle.moveWindowSeconds"},
 		{"too many lost virtual nodes", lost.Validate(), "notReadyReservations"},
 		{"too many starting virtual nodes", starting.Validate(), "startingReservations"},
 		{"migration budget 0 (off)", budget(i32(0), nil).Validate(), ""},

@@ -303,6 +303,14 @@ type Lifecycle struct {
 	// Migrations is the consumer's disruption budget for the migration of
 	// its manual reservations (nil fields: the broker's).
 	Migrations *MigrationBudget `json:"migrations,omitempty"`
+	// MaxMovesPerWindow is the disruption budget of moves: at most this
+	// many moves of held capacity to a better provider start per
+	// MoveWindowSeconds (0: none; nil: the agent's
+	// --consolidation-max-moves). At most MaxMovesPerWindow.
+	MaxMovesPerWindow *int32 `json:"maxMovesPerWindow,omitempty"`
+	// MoveWindowSeconds is the budget's window (nil: the agent's
+	// --consolidation-window), from 1 to MaxMoveWindowSeconds.
+	MoveWindowSeconds *int32 `json:"moveWindowSeconds,omitempty"`
 }
 
 // MaxHeartbeatReservations caps HeartbeatRequest.Reservations; a longer
@@ -323,6 +331,11 @@ type HeartbeatResponse struct {
 	// (extension; absent before its first move).
 	Migrations []Migration       `json:"migrations,omitempty"`
 	Savings    *MigrationSavings `json:"savings,omitempty"`
+	// Moves lists the broker's latest re-evaluation decisions "move" for
+	// the consumer's held groups, sorted by node-group id (extension): the
+	// consumer agent consolidates its autoscaled capacity through the
+	// Cluster Autoscaler from them (docs/placement.md, Consolidation).
+	Moves []Reevaluation `json:"moves,omitempty"`
 }
 
 // NodeGroupView is one provider × chunk type as the consumer sees it.
@@ -360,7 +373,26 @@ type NodeGroupListResponse struct {
 	Generation       int64           `json:"generation,omitempty"`
 	ServedAt         metav1.Time     `json:"servedAt"`
 	CacheAgeSeconds  int32           `json:"cacheAgeSeconds,omitempty"`
+	// Consolidation is the role of node groups in a consolidation under
+	// way, by node-group id (local API only: the consumer agent sets it on
+	// GET /local/nodegroups, the broker never does). The adapter answers
+	// NodeGroupGetOptions from it (docs/adapter.md).
+	Consolidation map[string]ConsolidationRole `json:"consolidation,omitempty"`
 }
+
+// ConsolidationRole is a node group's part in a consolidation of
+// autoscaled capacity (docs/placement.md, Consolidation).
+type ConsolidationRole string
+
+// Consolidation roles.
+const (
+	// RoleDrain marks the worse group whose nodes the Cluster Autoscaler
+	// should find unneeded and remove once the better group has room.
+	RoleDrain ConsolidationRole = "drain"
+	// RoleKeep marks the better group that just grew: none of its nodes is
+	// unneeded until the move ends.
+	RoleKeep ConsolidationRole = "keep"
+)
 
 // ReservationRequest is the body of POST /api/v1/reservations.
 type ReservationRequest struct {

@@ -59,7 +59,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 			unknown = append(unknown, id)
 		}
 	}
-	resp := api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown}
+	resp := api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown, Moves: s.movesLocked(cn)}
 	resp.Migrations, resp.Savings = s.heartbeatMovesLocked(c)
 	req2 := s.enqueue(t)
 	s.mu.Unlock()

@@ -84,3 +84,45 @@ func TestReevaluationFollowsEvents(t *testing.T) {
 }
 
 func nearly(a *float64, want float64) bool { return a != nil && *a-want < 1e-9 && want-*a < 1e-9 }
+
+// TestHeartbeatAnswersMoves: the heartbeat's answer carries the consumer's
+// "move" decisions only — none before the first sweep decided, the move
+// to cheap after it, none once the consumer's own threshold keeps it, and
+// never another consumer's.
+func TestHeartbeatAnswersMoves(t *testing.T) {
+	e := newEnv(t)
+	e.advertise("dear", 2, priced("0.03", "0.01"))
+	e.advertise("cheap", 2, priced("0.02", "0.01"))
+	e.beatPolicy("c1", api.PlacementPrice, nil)
+	e.beatPolicy("c2", api.PlacementPrice, nil)
+	e.peer("c1", "r1", "dear")
+	beat := func(c string, th *api.Thresholds) []api.Reevaluation {
+		t.Helper()
+		req := api.HeartbeatRequest{ClusterID: c, LiqoClusterID: "liqo-" + c, Placement: &api.Placement{Type: api.PlacementPrice}}
+		if th != nil {
+			req.Lifecycle = &api.Lifecycle{Thresholds: th}
+		}
+		resp, err := e.s.Heartbeat(e.ctx, c, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Moves
+	}
+	if m := beat("c1", nil); len(m) != 0 {
+		t.Fatalf("before any sweep: moves %+v, want none", m)
+	}
+	e.s.sweep(e.ctx)
+	m := beat("c1", nil)
+	if len(m) != 1 || m[0].NodeGroupID != "ng-dear-standard" || m[0].Target != "cheap" || m[0].Decision != api.DecisionMove {
+		t.Fatalf("after the sweep: moves %+v, want ng-dear-standard to cheap", m)
+	}
+	if m := beat("c2", nil); len(m) != 0 {
+		t.Fatalf("c2 holds nothing: moves %+v, want none", m)
+	}
+	th := 0.05
+	beat("c1", &api.Thresholds{CostPerHour: &th})
+	e.s.sweep(e.ctx)
+	if m := beat("c1", &api.Thresholds{CostPerHour: &th}); len(m) != 0 {
+		t.Fatalf("kept under the consumer's threshold: moves %+v, want none", m)
+	}
+}

@@ -8,6 +8,7 @@ package localapitest
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -47,6 +48,7 @@ type Agent struct {
 
 	mu           sync.Mutex
 	groups       []api.NodeGroupView
+	roles        map[string]api.ConsolidationRole
 	reservations map[string]*Reservation
 	vns          map[string]*localapi.VirtualNode
 	faults       map[string][]Fault // key: route name
@@ -99,6 +101,13 @@ func (a *Agent) SetGroups(groups ...api.NodeGroupView) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.groups = groups
+}
+
+// SetConsolidation replaces the consolidation roles served with the view.
+func (a *Agent) SetConsolidation(roles map[string]api.ConsolidationRole) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.roles = maps.Clone(roles)
 }
 
 // RemoveProvider drops every group of provider from the view (a provider
@@ -282,8 +291,9 @@ func (a *Agent) nodeGroups(w http.ResponseWriter, _ *http.Request) {
 	}
 	a.mu.Lock()
 	resp := api.NodeGroupListResponse{
-		NodeGroups: append([]api.NodeGroupView{}, a.groups...),
-		ServedAt:   metav1.NewTime(a.now()),
+		NodeGroups:    append([]api.NodeGroupView{}, a.groups...),
+		ServedAt:      metav1.NewTime(a.now()),
+		Consolidation: maps.Clone(a.roles),
 	}
 	a.mu.Unlock()
 	writeJSON(w, http.StatusOK, resp)

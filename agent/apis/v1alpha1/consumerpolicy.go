@@ -40,10 +40,10 @@ func PlacementFromAPI(p api.Placement) Placement {
 // API is the lifecycle as the heartbeat carries it (nil when l is nil or
 // sets nothing: the broker's defaults).
 func (l *Lifecycle) API() *api.Lifecycle {
-	if l == nil || l.DisconnectGraceSeconds == nil && l.Thresholds == nil && l.Migrations == nil {
+	if l == nil || l.DisconnectGraceSeconds == nil && l.Thresholds == nil && l.Migrations == nil && l.MaxMovesPerWindow == nil && l.MoveWindowSeconds == nil {
 		return nil
 	}
-	out := &api.Lifecycle{DisconnectGraceSeconds: clone(l.DisconnectGraceSeconds)}
+	out := &api.Lifecycle{DisconnectGraceSeconds: clone(l.DisconnectGraceSeconds), MaxMovesPerWindow: clone(l.MaxMovesPerWindow), MoveWindowSeconds: clone(l.MoveWindowSeconds)}
 	if m := l.Migrations; m != nil {
 		out.Migrations = &api.MigrationBudget{MaxPerWindow: clone(m.MaxPerWindow), WindowSeconds: clone(m.WindowSeconds)}
 	}

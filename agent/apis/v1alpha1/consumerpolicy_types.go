@@ -169,6 +169,20 @@ type Lifecycle struct {
 	// broker's --reevaluate-*-threshold).
 	// +optional
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
+	// MaxMovesPerWindow is the disruption budget of the consumer agent's
+	// consolidations of autoscaled capacity to a better provider (manual
+	// reservations: Migrations): at most this many start per MoveWindowSeconds (0: none).
+	// Unset: the agent's --consolidation-max-moves (default 1).
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxMovesPerWindow *int32 `json:"maxMovesPerWindow,omitempty"`
+	// MoveWindowSeconds is the window of MaxMovesPerWindow. Unset: the
+	// agent's --consolidation-window (default 10 minutes).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=604800
+	// +optional
+	MoveWindowSeconds *int32 `json:"moveWindowSeconds,omitempty"`
 	// Migrations is the disruption budget of the broker's moves of this
 	// consumer's manual reservations to a better provider (unset fields:
 	// the broker's --migration-budget and --migration-window).

@@ -112,6 +112,16 @@ func (in *Lifecycle) DeepCopyInto(out *Lifecycle) {
 		*out = new(Thresholds)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.MaxMovesPerWindow != nil {
+		in, out := &in.MaxMovesPerWindow, &out.MaxMovesPerWindow
+		*out = new(int32)
+		**out = **in
+	}
+	if in.MoveWindowSeconds != nil {
+		in, out := &in.MoveWindowSeconds, &out.MoveWindowSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Migrations != nil {
 		in, out := &in.Migrations, &out.Migrations
 		*out = new(MigrationBudget)

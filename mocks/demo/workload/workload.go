@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -50,7 +51,10 @@ const Label = "demo.federation-autoscaler.io/workload"
 var VirtualNodeToleration = corev1.Toleration{Key: liqo.VirtualNodeTaintKey, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}
 
 // Workload keeps a Deployment-like set of pods in step with its spec: the
-// consumer console's workload switch.
+// consumer console's workload switch. It plays the ReplicaSet controller
+// of the simulated cluster for its ReplicaSet "workload" (created at Run),
+// so its pods have a controller, as the Cluster Autoscaler requires of the
+// pods it moves when it drains a node.
 type Workload struct {
 	client    kubernetes.Interface
 	namespace string
@@ -59,7 +63,12 @@ type Workload struct {
 	mu   sync.Mutex
 	spec Spec
 	kick chan struct{}
+	// owner is the pods' controller reference (set by Run).
+	owner metav1.OwnerReference
 }
+
+// ReplicaSetName names the workload's ReplicaSet.
+const ReplicaSetName = "workload"
 
 // New returns a workload in namespace (created if missing), off.
 func New(client kubernetes.Interface, namespace string, log *slog.Logger) *Workload {
@@ -104,6 +113,9 @@ func (w *Workload) Run(ctx context.Context) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating workload namespace %s: %w", w.namespace, err)
 	}
+	if err := w.ensureReplicaSet(ctx); err != nil {
+		return err
+	}
 	// Why a ticker: replacement of pods deleted by the pod GC needs no
 	// watch for a demo; one second keeps the reaction prompt.
 	ticker := time.NewTicker(time.Second)
@@ -119,6 +131,28 @@ func (w *Workload) Run(ctx context.Context) error {
 		case <-ticker.C:
 		}
 	}
+}
+
+// ensureReplicaSet creates the ReplicaSet the pods belong to (or reads
+// it) and records the controller reference the pods carry.
+func (w *Workload) ensureReplicaSet(ctx context.Context) error {
+	sel := map[string]string{Label: "true"}
+	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: ReplicaSetName, Namespace: w.namespace}, Spec: appsv1.ReplicaSetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: sel},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}},
+	}}
+	got, err := w.client.AppsV1().ReplicaSets(w.namespace).Create(ctx, rs, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		got, err = w.client.AppsV1().ReplicaSets(w.namespace).Get(ctx, ReplicaSetName, metav1.GetOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("creating the workload's ReplicaSet: %w", err)
+	}
+	yes := true
+	w.mu.Lock()
+	w.owner = metav1.OwnerReference{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: got.Name, UID: got.UID, Controller: &yes, BlockOwnerDeletion: &yes}
+	w.mu.Unlock()
+	return nil
 }
 
 func (w *Workload) reconcile(ctx context.Context) error {
@@ -159,7 +193,7 @@ func (w *Workload) reconcile(ctx context.Context) error {
 		}
 	}
 	for n := int32(len(keep)); n < want; n++ {
-		if _, err := w.client.CoreV1().Pods(w.namespace).Create(ctx, pod(spec), metav1.CreateOptions{}); err != nil {
+		if _, err := w.client.CoreV1().Pods(w.namespace).Create(ctx, w.pod(spec), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating workload pod: %w", err)
 		}
 	}
@@ -174,9 +208,12 @@ func sameSize(p *corev1.Pod, spec Spec) bool {
 	return r.Cpu().Cmp(spec.CPU) == 0 && r.Memory().Cmp(spec.Memory) == 0
 }
 
-func pod(spec Spec) *corev1.Pod {
+func (w *Workload) pod(spec Spec) *corev1.Pod {
+	w.mu.Lock()
+	owner := w.owner
+	w.mu.Unlock()
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "workload-", Labels: map[string]string{Label: "true", "app": "demo-workload"}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "workload-", Labels: map[string]string{Label: "true", "app": "demo-workload"}, OwnerReferences: []metav1.OwnerReference{owner}},
 		Spec: corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name: "app", Image: "registry.k8s.io/pause:3.10",

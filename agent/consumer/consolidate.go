@@ -1,0 +1,45 @@
+package consumer
+
+import (
+	"context"
+	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// consolidationPassTimeout bounds one consolidation pass after a
+// heartbeat, so a slow Kubernetes API never holds the heartbeat loop long.
+const consolidationPassTimeout = 10 * time.Second
+
+// consolidate runs one consolidation pass over the broker's "move"
+// decisions of the last heartbeat, under the budget of lifecycle (the
+// ConsumerPolicy's) over the agent's default.
+func (a *Agent) consolidate(ctx context.Context, lifecycle *api.Lifecycle, moves []api.Reevaluation) {
+	ctx, cancel := context.WithTimeout(ctx, consolidationPassTimeout)
+	defer cancel()
+	in := consolidate.Inputs{Moves: moves, Budget: a.moveBudget().With(lifecycle), VirtualNodes: a.VirtualNodes}
+	in.Groups = func(ctx context.Context) ([]api.NodeGroupView, error) {
+		view, err := a.cfg.Broker.NodeGroups(ctx)
+		return view.NodeGroups, err
+	}
+	before := a.consol.Roles()
+	if err := a.consol.Reconcile(ctx, in); err != nil && ctx.Err() == nil {
+		a.log.Warn("Consolidation pass failed; retried after the next heartbeat", "err", err)
+	}
+	if len(before) != len(a.consol.Roles()) {
+		a.changes.Notify()
+	}
+}
+
+// moveBudget is the agent's default disruption budget of moves.
+func (a *Agent) moveBudget() consolidate.Budget {
+	b := a.cfg.Consolidation.Budget
+	if b.Window <= 0 {
+		b = consolidate.Budget{Max: consolidate.DefaultMaxMoves, Window: consolidate.DefaultMoveWindow}
+	}
+	return b
+}
+
+// Consolidations are the moves of autoscaled capacity under way.
+func (a *Agent) Consolidations() []consolidate.Move { return a.consol.Moves() }

@@ -1,0 +1,138 @@
+package demo_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
+
+	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
+	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+)
+
+// costThreshold sets the consumer's re-evaluation cost threshold in its
+// ConsumerPolicy through the consumer cluster's Kubernetes API.
+func (d *driver) costThreshold(perHour float64) {
+	d.t.Helper()
+	dyn, err := dynamic.NewForConfig(d.fed.Consumer.Cluster.RESTConfig())
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	patch := fmt.Sprintf(`{"spec":{"lifecycle":{"thresholds":{"costPerHour":%g}}}}`, perHour)
+	gvr := fav1alpha1.GroupVersion.WithResource("consumerpolicies")
+	if _, err := dyn.Resource(gvr).Namespace(d.fed.Consumer.Namespace).Patch(context.Background(), "default", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		d.t.Fatalf("setting the ConsumerPolicy's cost threshold: %v", err)
+	}
+}
+
+// decision is the broker's re-evaluation decision for the consumer's
+// group, with the consumer's last heartbeat.
+func (d *driver) decision(group string) (api.Reevaluation, metav1.Time, bool) {
+	for _, c := range d.overview().Consumers {
+		if c.ClusterID != demo.ConsumerID {
+			continue
+		}
+		for _, r := range c.Reevaluations {
+			if r.NodeGroupID == group {
+				return r, c.LastSeen, true
+			}
+		}
+		return api.Reevaluation{}, c.LastSeen, false
+	}
+	return api.Reevaluation{}, metav1.Time{}, false
+}
+
+// placeholders counts the consolidation placeholders on the consumer.
+func (d *driver) placeholders() int {
+	d.t.Helper()
+	l, err := d.consumer.CoreV1().Pods(d.fed.Consumer.Namespace).List(context.Background(), metav1.ListOptions{LabelSelector: consolidate.LabelPlaceholder})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return len(l.Items)
+}
+
+// TestConsolidation: the workload runs on montreal (0.086 per chunk-hour)
+// while sydney (0.048) is away. When sydney comes back the saving, 0.038
+// per chunk, does not beat the consumer's threshold of 0.05: the broker
+// decides keep and nothing moves across two of the consumer's heartbeats.
+// With the threshold at 0.01 it decides move, and the capacity moves to
+// sydney through the Cluster Autoscaler stand-in (placeholders grow
+// sydney's group, then montreal's is drained and deleted), while the
+// workload's PodDisruptionBudget (maxUnavailable 2: montreal's nodes hold
+// two pods each) keeps at least 4 of the 6 pods Running throughout.
+func TestConsolidation(t *testing.T) {
+	fed := startDemo(t, demo.DefaultProviders(3), nil)
+	d := newDriver(t, fed)
+	d.eventually("three providers advertised", 30*time.Second, func() (bool, string) {
+		o := d.overview()
+		return len(o.Advertisements) == 3, fmt.Sprintf("%d advertisements", len(o.Advertisements))
+	})
+	d.policy("Price", nil)
+	d.costThreshold(0.05)
+	sydney := fed.Provider("sydney")
+	sydney.Stop()
+	d.eventually("sydney unavailable", 40*time.Second, func() (bool, string) {
+		a, ok := d.advertisement("sydney")
+		return ok && !a.Available, fmt.Sprintf("available=%v", a.Available)
+	})
+	maxUnavailable := intstr.FromInt32(2)
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "workload", Namespace: "demo"}, Spec: policyv1.PodDisruptionBudgetSpec{
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{workload.Label: "true"}}, MaxUnavailable: &maxUnavailable,
+	}}
+	if _, err := d.consumer.PolicyV1().PodDisruptionBudgets("demo").Create(context.Background(), pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.workload(true, 6)
+	d.runningOn(6, map[string]int{"montreal": 2})
+
+	if err := sydney.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	const group = "ng-montreal-standard"
+	var seen metav1.Time
+	d.eventually("the broker keeps montreal: sydney saves 0.038, not more than 0.05", 60*time.Second, func() (bool, string) {
+		r, last, ok := d.decision(group)
+		seen = last
+		return ok && r.Decision == api.DecisionKeep && r.Target == "sydney", fmt.Sprintf("%+v", r)
+	})
+	beats := 0
+	d.eventually("two consumer heartbeats answered after the keep", 30*time.Second, func() (bool, string) {
+		if _, last, _ := d.decision(group); last.After(seen.Time) {
+			beats, seen = beats+1, last
+		}
+		return beats >= 2, fmt.Sprintf("%d heartbeats", beats)
+	})
+	if n := d.placeholders(); n != 0 {
+		t.Fatalf("%d placeholders while the broker keeps montreal", n)
+	}
+	d.runningOn(6, map[string]int{"montreal": 2})
+
+	floor := d.watchRunning()
+	d.costThreshold(0.01)
+	d.eventually("the broker decides the move to sydney", 60*time.Second, func() (bool, string) {
+		r, _, ok := d.decision(group)
+		return ok && r.Decision == api.DecisionMove && r.Target == "sydney", fmt.Sprintf("%+v", r)
+	})
+	// Two new chunks peered, then two nodes drained one after the other
+	// (each for the 2 s unneeded time): a generous deadline on a loaded
+	// machine.
+	moved := d.runningOnWithin(6, map[string]int{"sydney": 2}, 3*time.Minute)
+	t.Logf("moved to sydney in %s after the move decision", moved.Round(time.Millisecond))
+	if fewest := floor(); fewest < 4 {
+		t.Errorf("Running pods fell to %d during the move, want never below 4 (6 − the PDB's maxUnavailable 2)", fewest)
+	}
+	if n := d.placeholders(); n != 0 {
+		t.Errorf("%d placeholders left after the move", n)
+	}
+	d.off()
+}
