@@ -36,6 +36,9 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		}
 	}
 	s.st.consumers[cn] = c
+	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Budget, req.Budget) {
+		delete(s.refusals, cn) // a refusal stands for the budget it was made under
+	}
 	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Placement, req.Placement) || !reflect.DeepEqual(old.rec.Heartbeat.Lifecycle, req.Lifecycle) {
 		s.markReevaluate() // the policy or the thresholds changed
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/server/spend"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 )
 
@@ -49,6 +50,8 @@ type consumer struct {
 	// notReady holds the reservations whose virtual node the consumer
 	// reports NotReady.
 	notReady map[string]struct{}
+	// budget is the consumer's spend budget (nil: none).
+	budget *spend.Budget
 }
 
 type ptKey struct {
@@ -361,10 +364,11 @@ func placementConsumer(c *consumer) placement.Consumer {
 	}
 }
 
-// applyLifecycle derives the consumer's disconnect grace and NotReady set
-// from its heartbeat.
+// applyLifecycle derives the consumer's disconnect grace, NotReady set and
+// budget from its heartbeat.
 func applyLifecycle(c *consumer) {
 	c.grace, c.notReady = nil, nil
+	c.budget = spend.BudgetOf(c.rec.Heartbeat.Budget)
 	if l := c.rec.Heartbeat.Lifecycle; l != nil && l.DisconnectGraceSeconds != nil {
 		g := time.Duration(*l.DisconnectGraceSeconds) * time.Second
 		c.grace = &g

@@ -24,6 +24,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	changed := s.sweepProviders(t, next)
 	s.sweepReservations(t, next)
 	s.sweepInstructions(t, next)
+	book := s.sampleSpendLocked(t.now, next, false)
 	req := s.enqueue(t)
 	var inputs []reevalInput
 	due := s.reevaluateDueLocked(t.now, next)
@@ -31,6 +32,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		inputs = s.reevalInputsLocked()
 	}
 	s.mu.Unlock()
+	s.storeSpendBook(book)
 	if err := await(req); err != nil {
 		s.log.Error("Persisting the sweep failed; it will run again", "err", err)
 		return t.now.Add(time.Second)
