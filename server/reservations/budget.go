@@ -24,12 +24,14 @@ type SpendStore interface {
 }
 
 // budgetRefusal is the last reservation a consumer's budget refused: the
-// message, when, and the spend per hour then (the refusal stands until the
-// spend goes below it or the budget changes).
+// message, when, and the spend per hour then. The refusal stands (the
+// budget shows as reached) until the spend goes below that rate, a
+// reservation of the consumer is admitted (lifted), or the budget changes.
 type budgetRefusal struct {
-	msg  string
-	at   time.Time
-	rate float64
+	msg    string
+	at     time.Time
+	rate   float64
+	lifted bool
 }
 
 // loadSpendBook restores the stored spend book (an empty one when none is
@@ -89,10 +91,14 @@ func (s *Service) sampleSpendLocked(now time.Time, next *wake, force bool) []byt
 	return data
 }
 
-// startedSpendingLocked asks for a spend sample at the next sweep, now,
-// when consumer cn was not spending at the last one: the book counts its
+// admittedLocked notes a reservation of consumer cn admitted: a budget
+// refusal stands no more, and a consumer that was not spending at the last
+// spend sample asks for one at the next sweep, now, so the book counts its
 // spend from then on (the periodic samples only run while someone spends).
-func (s *Service) startedSpendingLocked(cn string) {
+func (s *Service) admittedLocked(cn string) {
+	if r := s.refusals[cn]; r != nil {
+		r.lifted = true
+	}
 	if s.book.Rate[cn] == 0 {
 		s.spendAt = s.clock.Now()
 		s.kickSweep()
@@ -145,7 +151,7 @@ func (s *Service) budgetStatusLocked(cn string, c *consumer, now time.Time) *api
 	}
 	u := s.usageLocked(cn, now)
 	ref := s.refusals[cn]
-	st := c.budget.Status(u, ref != nil && u.Rate >= ref.rate-1e-9)
+	st := c.budget.Status(u, ref != nil && !ref.lifted && u.Rate >= ref.rate-1e-9)
 	if ref != nil {
 		st.LastRefusal, st.LastRefusalAt = ref.msg, mtp(&ref.at)
 	}

@@ -58,7 +58,7 @@ func (s *Service) Reserve(ctx context.Context, cn, id string, req api.Reservatio
 	}
 	t := s.newTxn()
 	r := s.createLocked(t, id, cn, c, p, req)
-	s.startedSpendingLocked(cn)
+	s.admittedLocked(cn)
 	resp := s.reservationResponse(r)
 	req2 := s.enqueue(t)
 	s.mu.Unlock()
