@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -132,11 +133,38 @@ func (a *Agent) Reserve(ctx context.Context, id string, req api.ReservationReque
 		if !replay {
 			a.reserved.Delete(id)
 		}
+		a.noteRefusal(req, err)
 		return resp, status, err
 	}
 	a.held.Store(id, struct{}{})
 	a.changes.Notify()
 	return resp, status, nil
+}
+
+// noteRefusal logs a reservation the broker refused for the consumer's
+// budget and keeps its reason for the console (LastBudgetRefusal): the
+// Cluster Autoscaler only sees a failed scale-up.
+func (a *Agent) noteRefusal(req api.ReservationRequest, err error) {
+	var be *brokerclient.Error
+	if !errors.As(err, &be) || be.Code != api.CodeBudgetExceeded {
+		return
+	}
+	a.mu.Lock()
+	changed := a.refusal != be.Message
+	a.refusal, a.refusalAt = be.Message, a.cfg.Clock.Now()
+	a.mu.Unlock()
+	if changed {
+		a.log.Warn("Scale-up refused by the broker: the consumer's budget", "provider", req.ProviderClusterID, "chunkType", req.ChunkType, "reason", be.Message)
+	}
+	a.changes.Notify()
+}
+
+// LastBudgetRefusal is the broker's last refusal of a reservation for the
+// consumer's budget since the agent started, and when ("" when none).
+func (a *Agent) LastBudgetRefusal() (string, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refusal, a.refusalAt
 }
 
 // decodeLocalReservation decodes and validates POST /local/reservations
