@@ -159,6 +159,12 @@ type ConsumerStatus struct {
 	// is the Choice selector's audit log, newest first.
 	Intent    string
 	Decisions []ChoiceDecision
+	// Budget is the consumer's spend against its budget (the broker's
+	// node-group list; nil without one); BudgetRefusal is the agent's last
+	// reservation the broker refused for it, and when ("" when none).
+	Budget          *api.BudgetStatus
+	BudgetRefusal   string
+	BudgetRefusalAt time.Time
 }
 
 // ChoiceDecision is one decision of the consumer agent's Choice selector

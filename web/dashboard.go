@@ -311,6 +311,7 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 			r.Chosen = "none growable now"
 		}
 		r.RTT = rttList(c.MeasuredLatencies)
+		r.Budget, r.BudgetClass = budgetSummary(c.Budget)
 		vm.Consumers = append(vm.Consumers, r)
 	}
 	sort.Slice(vm.Consumers, func(i, j int) bool { return vm.Consumers[i].ID < vm.Consumers[j].ID })

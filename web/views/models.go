@@ -94,6 +94,9 @@ type ConsumerRow struct {
 	Chosen   string
 	RTT      string
 	LastSeen string
+	// Budget is "budget 82 % used" or "budget reached: scale-up refused"
+	// with its badge class ("" without a budget).
+	Budget, BudgetClass string
 }
 
 // ReservationRow is a reservation with its phase timeline.
