@@ -89,6 +89,11 @@ func (a *Agent) NodeGroups(ctx context.Context) (api.NodeGroupListResponse, erro
 	if err != nil {
 		return view, err
 	}
+	if b := view.Budget; b != nil && b.State == api.BudgetReached && b.LastRefusal != "" && b.LastRefusalAt != nil {
+		// The broker stopped offering a group for the budget: the
+		// Cluster Autoscaler asks no more and sees no error.
+		a.setRefusal(b.LastRefusal, b.LastRefusalAt.Time)
+	}
 	switch {
 	case view.AppliedPlacement == api.PlacementChoice:
 		a.choose(ctx, &view)
@@ -133,7 +138,7 @@ func (a *Agent) Reserve(ctx context.Context, id string, req api.ReservationReque
 		if !replay {
 			a.reserved.Delete(id)
 		}
-		a.noteRefusal(req, err)
+		a.noteRefusal(err)
 		return resp, status, err
 	}
 	a.held.Store(id, struct{}{})
@@ -144,19 +149,25 @@ func (a *Agent) Reserve(ctx context.Context, id string, req api.ReservationReque
 // noteRefusal logs a reservation the broker refused for the consumer's
 // budget and keeps its reason for the console (LastBudgetRefusal): the
 // Cluster Autoscaler only sees a failed scale-up.
-func (a *Agent) noteRefusal(req api.ReservationRequest, err error) {
+func (a *Agent) noteRefusal(err error) {
 	var be *brokerclient.Error
-	if !errors.As(err, &be) || be.Code != api.CodeBudgetExceeded {
-		return
+	if errors.As(err, &be) && be.Code == api.CodeBudgetExceeded {
+		a.setRefusal(be.Message, a.cfg.Clock.Now())
 	}
+}
+
+// setRefusal keeps a budget refusal's reason and logs a new one.
+func (a *Agent) setRefusal(msg string, at time.Time) {
 	a.mu.Lock()
-	changed := a.refusal != be.Message
-	a.refusal, a.refusalAt = be.Message, a.cfg.Clock.Now()
+	changed := a.refusal != msg
+	if changed || at.After(a.refusalAt) {
+		a.refusal, a.refusalAt = msg, at
+	}
 	a.mu.Unlock()
 	if changed {
-		a.log.Warn("Scale-up refused by the broker: the consumer's budget", "provider", req.ProviderClusterID, "chunkType", req.ChunkType, "reason", be.Message)
+		a.log.Warn("Scale-up refused by the broker: the consumer's budget", "reason", msg)
+		a.changes.Notify()
 	}
-	a.changes.Notify()
 }
 
 // LastBudgetRefusal is the broker's last refusal of a reservation for the

@@ -28,10 +28,11 @@ type SpendStore interface {
 // budget shows as reached) until the spend goes below that rate, a
 // reservation of the consumer is admitted (lifted), or the budget changes.
 type budgetRefusal struct {
-	msg    string
-	at     time.Time
-	rate   float64
-	lifted bool
+	msg             string
+	at              time.Time
+	rate            float64
+	limit, provider string
+	lifted          bool
 }
 
 // loadSpendBook restores the stored spend book (an empty one when none is
@@ -133,14 +134,22 @@ func (s *Service) admitBudgetLocked(cn string, c *consumer, req api.ReservationR
 	if r == nil {
 		return nil
 	}
-	msg := r.Message(cn)
-	if old := s.refusals[cn]; old == nil || old.msg != msg {
-		s.log.Info("Reservation refused: it would break the consumer's budget", "consumer", cn, "provider", req.ProviderClusterID,
-			"limit", r.Limit, "budget", r.Budget, "current", r.Current, "cost", r.Cost)
+	s.noteRefusalLocked(cn, r, req.ProviderClusterID, u, now)
+	return api.Errorf(api.CodeBudgetExceeded, "%s", r.Message(cn)).WithDetails(r.Details())
+}
+
+// noteRefusalLocked records that consumer cn's budget refused a chunk on
+// provider, logs it and signals the consoles, unless the same refusal
+// stands already (same limit and provider at the same spend per hour: a
+// projected month that moved a little is no news).
+func (s *Service) noteRefusalLocked(cn string, r *spend.Refusal, provider string, u spend.Usage, now time.Time) {
+	if old := s.refusals[cn]; old != nil && !old.lifted && old.limit == r.Limit && old.provider == provider && old.rate == u.Rate {
+		return
 	}
-	s.refusals[cn] = &budgetRefusal{msg: msg, at: now, rate: u.Rate}
+	s.log.Info("Scale-up refused: it would break the consumer's budget", "consumer", cn, "provider", provider,
+		"limit", r.Limit, "budget", r.Budget, "current", r.Current, "cost", r.Cost)
+	s.refusals[cn] = &budgetRefusal{msg: r.Message(cn), at: now, rate: u.Rate, limit: r.Limit, provider: provider}
 	s.notify() // the consoles show the refusal
-	return api.Errorf(api.CodeBudgetExceeded, "%s", msg).WithDetails(r.Details())
 }
 
 // budgetStatusLocked is consumer cn's spend against its budget (nil when
@@ -160,13 +169,15 @@ func (s *Service) budgetStatusLocked(cn string, c *consumer, now time.Time) *api
 
 // capToBudgetLocked lowers the max size of every group of v whose next
 // chunks would break consumer cn's budget to what the budget affords (the
-// Cluster Autoscaler then never asks for them), and sets v.Budget.
-func (s *Service) capToBudgetLocked(cn string, v *api.NodeGroupListResponse, now time.Time) {
+// Cluster Autoscaler then never asks for them), and sets v.Budget. In the
+// policy's view (all false: the one the Cluster Autoscaler reads), a group
+// the policy would grow that the budget stops entirely is recorded as a
+// refusal, with the reason a reservation there would get.
+func (s *Service) capToBudgetLocked(cn string, v *api.NodeGroupListResponse, all bool, now time.Time) {
 	c := s.st.consumers[cn]
 	if c == nil || c.budget == nil {
 		return
 	}
-	v.Budget = s.budgetStatusLocked(cn, c, now)
 	u := s.usageLocked(cn, now)
 	capped := false
 	for i := range v.NodeGroups {
@@ -176,13 +187,21 @@ func (s *Service) capToBudgetLocked(cn string, v *api.NodeGroupListResponse, now
 		if !ok {
 			continue
 		}
-		if most := int32(min(int64(g.CurrentReserved)+int64(n), math.MaxInt32)); most < g.MaxSize {
-			g.MaxSize, capped = most, true
+		most := int32(min(int64(g.CurrentReserved)+int64(n), math.MaxInt32))
+		if most >= g.MaxSize {
+			continue
 		}
+		if n == 0 && !all {
+			if r := c.budget.Check(u, perChunk); r != nil {
+				s.noteRefusalLocked(cn, r, g.ProviderClusterID, u, now)
+			}
+		}
+		g.MaxSize, capped = most, true
 	}
 	if capped {
 		placement.Restamp(v)
 	}
+	v.Budget = s.budgetStatusLocked(cn, c, now)
 }
 
 // spentLocked fills sp's spend today and this month from the book.

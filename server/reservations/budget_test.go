@@ -188,3 +188,30 @@ func TestBudgetMonthRollover(t *testing.T) {
 	_, _, err := e.s.Reserve(e.ctx, "c1", "r2", stdReq("p1"))
 	wantCode(t, err, api.CodeBudgetExceeded)
 }
+
+// TestBudgetStopsTheViewWithAReason: a budget that affords no chunk of the
+// group the policy grows caps it at what is held, and the policy's view
+// (the Cluster Autoscaler's) records why, as a reservation there would be
+// refused; the view of every group (the console's) records nothing.
+func TestBudgetStopsTheViewWithAReason(t *testing.T) {
+	e := newEnv(t)
+	e.advertise("p1", 4, priced("0.5", "0")) // 1.0 per chunk-hour
+	e.budgetBeat("c1", api.Budget{PerHour: qty("0.5")})
+	all, err := e.s.NodeGroups(e.ctx, "c1", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.NodeGroups) != 1 || all.NodeGroups[0].MaxSize != 0 || all.Budget == nil || all.Budget.LastRefusal != "" {
+		t.Fatalf("every group: %+v budget %+v, want p1 capped at 0 and no refusal recorded", all.NodeGroups, all.Budget)
+	}
+	v, err := e.s.NodeGroups(e.ctx, "c1", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.NodeGroups) != 1 || v.NodeGroups[0].MaxSize != 0 {
+		t.Fatalf("policy view %+v, want p1 capped at 0", v.NodeGroups)
+	}
+	if b := v.Budget; b == nil || b.State != api.BudgetReached || !strings.Contains(b.LastRefusal, "costs 1 per hour more") || !strings.Contains(b.LastRefusal, "budget of 0.5 per hour") {
+		t.Fatalf("budget %+v, want reached with the reason", v.Budget)
+	}
+}

@@ -11,7 +11,7 @@ import (
 func (s *Service) NodeGroups(ctx context.Context, cn string, all bool) (api.NodeGroupListResponse, error) {
 	v := s.idx.View(cn, all)
 	s.mu.Lock()
-	s.capToBudgetLocked(cn, &v, s.clock.Now())
+	s.capToBudgetLocked(cn, &v, all, s.clock.Now())
 	s.mu.Unlock()
 	if v.NodeGroups == nil {
 		v.NodeGroups = []api.NodeGroupView{}
