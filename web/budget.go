@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/spend"
 	"github.com/federation-autoscaler/federation-autoscaler/web/views"
 )
 
@@ -35,11 +36,11 @@ func budgetPanel(now time.Time, b *api.BudgetStatus, refusal string, refusedAt t
 	p := &views.BudgetPanel{}
 	p.Summary, p.Class = budgetSummary(b)
 	if b.PerHour != nil {
-		p.Facts = append(p.Facts, views.KV{Label: "Per hour", Value: fmt.Sprintf("%s of %s (%.0f %%)", perHour(cur, b.CostPerHour), perHour(cur, *b.PerHour), pct(b.CostPerHour, *b.PerHour))})
+		p.Facts = append(p.Facts, views.KV{Label: "Per hour", Value: fmt.Sprintf("%s of %s (%.0f %%)", perHour(cur, b.CostPerHour), perHour(cur, *b.PerHour), spend.Share(b.CostPerHour, *b.PerHour))})
 	}
 	if b.PerMonth != nil {
 		p.Facts = append(p.Facts, views.KV{Label: "This month", Value: fmt.Sprintf("spent %s %s; projected %s of %s %s (%.0f %%)",
-			money(b.SpentThisMonth), cur, money(b.ProjectedMonth), money(*b.PerMonth), cur, pct(b.ProjectedMonth, *b.PerMonth))})
+			money(b.SpentThisMonth), cur, money(b.ProjectedMonth), money(*b.PerMonth), cur, spend.Share(b.ProjectedMonth, *b.PerMonth))})
 	}
 	p.Facts = append(p.Facts, views.KV{Label: "Warning at", Value: fmt.Sprintf("%d %%", b.WarnAtPercent)})
 	if refusal == "" && b.LastRefusal != "" {
@@ -52,14 +53,6 @@ func budgetPanel(now time.Time, b *api.BudgetStatus, refusal string, refusedAt t
 		p.Refusal, p.RefusedAgo = refusal, ago(now, refusedAt)
 	}
 	return p
-}
-
-// pct is part of whole in percent (100 when whole is 0: used up).
-func pct(part, whole float64) float64 {
-	if whole <= 0 {
-		return 100
-	}
-	return 100 * part / whole
 }
 
 // budgetEvents are the consumers' budget warnings and refusals for the

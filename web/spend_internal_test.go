@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"sort"
 	"testing"
 	"time"
@@ -13,8 +12,6 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
-
-func approx(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 type memHistory struct {
 	at   []time.Time

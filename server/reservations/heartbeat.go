@@ -36,15 +36,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		}
 	}
 	s.st.consumers[cn] = c
-	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Budget, req.Budget) {
-		delete(s.refusals, cn) // a refusal stands for the budget it was made under
-	}
-	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Placement, req.Placement) || !reflect.DeepEqual(old.rec.Heartbeat.Lifecycle, req.Lifecycle) {
-		s.markReevaluate() // the policy or the thresholds changed
-	}
-	if lifecycleChanged(old, c) && s.holdsInGraceLocked(cn, t.now) {
-		s.kickSweep() // a grace ends sooner or later, or a virtual node was lost
-	}
+	s.settingsChangedLocked(cn, old, c, t.now)
 	s.idx.UpsertConsumer(placementConsumer(c))
 	if write {
 		t.other = append(t.other, store.PutConsumer(c.rec))
@@ -71,6 +63,23 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		s.notify() // nothing to write, but the overview's last-seen moved
 	}
 	return api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown}, nil
+}
+
+// settingsChangedLocked reacts to what consumer cn's heartbeat changed
+// since old (nil: its first): a new policy or thresholds ask for a
+// re-evaluation, a new grace or lost virtual node for a sweep, a new budget
+// ends the refusal made under the old one.
+func (s *Service) settingsChangedLocked(cn string, old, c *consumer, now time.Time) {
+	hb := c.rec.Heartbeat
+	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Budget, hb.Budget) {
+		delete(s.refusals, cn)
+	}
+	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Placement, hb.Placement) || !reflect.DeepEqual(old.rec.Heartbeat.Lifecycle, hb.Lifecycle) {
+		s.markReevaluate()
+	}
+	if lifecycleChanged(old, c) && s.holdsInGraceLocked(cn, now) {
+		s.kickSweep() // a grace ends sooner or later, or a virtual node was lost
+	}
 }
 
 // mustStore reports whether a periodic advertisement or heartbeat must be

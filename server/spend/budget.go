@@ -161,7 +161,7 @@ func (b *Budget) Status(u Usage, refused bool) api.BudgetStatus {
 		if l.limit == nil {
 			continue
 		}
-		if p := share(l.spending, *l.limit); st.UsedOf == "" || p > st.UsedPercent {
+		if p := Share(l.spending, *l.limit); st.UsedOf == "" || p > st.UsedPercent {
 			st.UsedPercent, st.UsedOf = p, l.name
 		}
 	}
@@ -174,8 +174,8 @@ func (b *Budget) Status(u Usage, refused bool) api.BudgetStatus {
 	return st
 }
 
-// share is spending as a percentage of limit; a limit of 0 is used up.
-func share(spending, limit float64) float64 {
+// Share is spending as a percentage of limit; a limit of 0 is used up.
+func Share(spending, limit float64) float64 {
 	if limit <= 0 {
 		return 100
 	}
