@@ -35,6 +35,15 @@ type budgetRefusal struct {
 	lifted          bool
 }
 
+// noteBudgeted records whether consumer cn (as c) has a budget.
+func (s *Service) noteBudgeted(cn string, c *consumer) {
+	if c.budget != nil {
+		s.budgeted.Store(cn, true)
+	} else {
+		s.budgeted.Delete(cn)
+	}
+}
+
 // loadSpendBook restores the stored spend book (an empty one when none is
 // stored or it does not decode: the month starts again from what the
 // consumers spend from now on, and the log says so).

@@ -30,6 +30,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	write := old == nil || s.mustStore(old.storedSeen, t.now, !reflect.DeepEqual(old.rec.Heartbeat, req))
 	s.applyPolicy(c)
 	applyLifecycle(c)
+	s.noteBudgeted(cn, c)
 	if c.warning != "" {
 		if old == nil || old.warning != c.warning {
 			s.log.Warn("Unknown placement policy; using Standard", "consumer", cn, "placement", req.Placement.Type)

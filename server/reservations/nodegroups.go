@@ -10,9 +10,11 @@ import (
 // groups capped to what the consumer's budget affords.
 func (s *Service) NodeGroups(ctx context.Context, cn string, all bool) (api.NodeGroupListResponse, error) {
 	v := s.idx.View(cn, all)
-	s.mu.Lock()
-	s.capToBudgetLocked(cn, &v, all, s.clock.Now())
-	s.mu.Unlock()
+	if _, ok := s.budgeted.Load(cn); ok {
+		s.mu.Lock()
+		s.capToBudgetLocked(cn, &v, all, s.clock.Now())
+		s.mu.Unlock()
+	}
 	if v.NodeGroups == nil {
 		v.NodeGroups = []api.NodeGroupView{}
 	}

@@ -214,6 +214,9 @@ type Service struct {
 	book     spend.Book
 	spendAt  time.Time
 	refusals map[string]*budgetRefusal
+	// budgeted holds the ids of the consumers with a budget (id → true),
+	// so a view of one without takes no state lock.
+	budgeted sync.Map
 }
 
 type commitReq struct {

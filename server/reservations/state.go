@@ -118,6 +118,7 @@ func (s *Service) buildState(snap store.Snapshot, now time.Time) *state {
 		cs := &consumer{rec: c, leaseBase: later(c.LastSeen, now), storedSeen: c.LastSeen}
 		s.applyPolicy(cs)
 		applyLifecycle(cs)
+		s.noteBudgeted(c.Heartbeat.ClusterID, cs)
 		st.consumers[c.Heartbeat.ClusterID] = cs
 	}
 	for i := range snap.Credentials {
