@@ -164,6 +164,12 @@ type ConsumerStatus struct {
 	// ones saved (nil before the first).
 	Migrations []api.Migration
 	Savings    *api.MigrationSavings
+	// Budget is the consumer's spend against its budget (the broker's
+	// node-group list; nil without one); BudgetRefusal is the agent's last
+	// reservation the broker refused for it, and when ("" when none).
+	Budget          *api.BudgetStatus
+	BudgetRefusal   string
+	BudgetRefusalAt time.Time
 }
 
 // ChoiceDecision is one decision of the consumer agent's Choice selector

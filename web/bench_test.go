@@ -42,7 +42,7 @@ func BenchmarkDashboardPublish(b *testing.B) {
 		for j := range ov.Advertisements {
 			ov.Advertisements[j].ReservedChunks = int32((i + j) % 4)
 		}
-		h.record(now.Add(-time.Duration(i)*5*time.Second), ov.Advertisements, nil)
+		h.record(now.Add(-time.Duration(i)*5*time.Second), ov.Advertisements)
 	}
 	var buf bytes.Buffer
 	b.ReportAllocs()

@@ -521,6 +521,7 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 	}
 	v.Unfit, v.UnfitError = unfitRows(st), st.UnfitPodsError
 	v.Choice = choicePanel(now, st)
+	v.Budget = budgetPanel(now, st.Budget, st.BudgetRefusal, st.BudgetRefusalAt, cur)
 	nodes := append([]VirtualNode(nil), st.VirtualNodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	for _, n := range nodes {

@@ -194,7 +194,7 @@ func (d *Dashboard) sample(ctx context.Context) {
 	for {
 		if ov, err := d.snap.get(ctx, d.src.Overview); err == nil {
 			now := d.site.clock.Now()
-			d.hist.record(now, ov.Advertisements, ov.Consumers)
+			d.hist.record(now, ov.Advertisements)
 			d.evs.record(ov)
 			if d.opts.HistoryStore != nil {
 				evs := d.evs.takeUnsaved()
@@ -256,8 +256,7 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 			vm.Why = append(vm.Why, buildWhy(ex, d.site.currency, DashboardWhyRows))
 		}
 	}
-	today, month := d.hist.spent()
-	vm.Totals = buildTotals(ov.Consumers, exs, today, month, d.site.currency)
+	vm.Totals = buildTotals(ov.Consumers, exs, d.site.currency)
 	return vm, nil
 }
 
@@ -312,6 +311,7 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 			r.Chosen = "none growable now"
 		}
 		r.RTT = rttList(c.MeasuredLatencies)
+		r.Budget, r.BudgetClass = budgetSummary(c.Budget)
 		vm.Consumers = append(vm.Consumers, r)
 	}
 	sort.Slice(vm.Consumers, func(i, j int) bool { return vm.Consumers[i].ID < vm.Consumers[j].ID })

@@ -27,14 +27,14 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 	h := newHistory(time.Minute, 10*time.Second)
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	// A burst inside one period costs one slot and keeps the newest value.
-	h.record(t0, []api.AdvertisementSnapshot{ad("a", 1, 0.1, t0, true)}, nil)
-	h.record(t0.Add(2*time.Second), []api.AdvertisementSnapshot{ad("a", 3, 0.1, t0, true)}, nil)
+	h.record(t0, []api.AdvertisementSnapshot{ad("a", 1, 0.1, t0, true)})
+	h.record(t0.Add(2*time.Second), []api.AdvertisementSnapshot{ad("a", 3, 0.1, t0, true)})
 	_, s := h.snapshot()
 	if len(s["a"]) != 1 || s["a"][0].reserved != 3 || !s["a"][0].at.Equal(t0) {
 		t.Fatalf("burst: %+v, want one sample with the newest value at the first time", s["a"])
 	}
 	for i := 1; i <= 100; i++ {
-		h.record(t0.Add(time.Duration(i)*10*time.Second), []api.AdvertisementSnapshot{ad("a", int32(i%4), 0.1, t0, true)}, nil)
+		h.record(t0.Add(time.Duration(i)*10*time.Second), []api.AdvertisementSnapshot{ad("a", int32(i%4), 0.1, t0, true)})
 	}
 	_, s = h.snapshot()
 	if n := len(s["a"]); n > h.max || n < 6 {
@@ -45,7 +45,7 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 		t.Fatalf("oldest sample %v is outside the window", end.Sub(first))
 	}
 	// A provider that left ages out.
-	h.record(end.Add(2*time.Minute), nil, nil)
+	h.record(end.Add(2*time.Minute), nil)
 	if ids, _ := h.snapshot(); len(ids) != 0 {
 		t.Fatalf("departed provider still charted: %v", ids)
 	}
@@ -82,8 +82,8 @@ func TestBuildDashboard(t *testing.T) {
 		},
 	}
 	h := newHistory(time.Hour, 5*time.Second)
-	h.record(now.Add(-2*time.Minute), ov.Advertisements, nil)
-	h.record(now, ov.Advertisements, nil)
+	h.record(now.Add(-2*time.Minute), ov.Advertisements)
+	h.record(now, ov.Advertisements)
 	// Not charted: it stopped advertising before the history began.
 	ov.Advertisements = append(ov.Advertisements, disconnected(ad("gone", 1, 0.5, now.Add(-2*time.Minute), false), now.Add(3*time.Minute+4*time.Second)))
 	vm := buildDashboard(now, ov, h, 2*time.Minute, DefaultCurrency)

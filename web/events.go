@@ -17,9 +17,10 @@ import (
 const MaxEvents = 100
 
 // event is one thing that finished: a reservation that ended (Released,
-// Failed, Expired), an instruction its agent carried out (enforced), or a
-// new re-evaluation decision for a consumer's held chunks, or a move of a
-// manual reservation that started, ended or was kept.
+// Failed, Expired), an instruction its agent carried out (enforced), a
+// new re-evaluation decision for a consumer's held chunks, a move of a
+// manual reservation that started, ended or was kept, or a consumer's
+// budget nearly used, reached, or refusing a scale-up.
 type event struct {
 	key      string // "reservation/<id>", "instruction/<id>" or "reevaluation/<consumer>/<group>/<decision>/<target>/<at>"
 	at       time.Time
@@ -29,6 +30,9 @@ type event struct {
 	provider string
 	subject  string
 	text     string
+	// firstSeen keeps the time of the first record of the key (a state
+	// seen by many samples is one event, at its start).
+	firstSeen bool
 }
 
 // eventLog keeps the newest MaxEvents events, so they outlive the broker
@@ -121,6 +125,7 @@ func overviewEvents(ov api.Overview) []event {
 			})
 		}
 	}
+	out = append(out, budgetEvents(ov.GeneratedAt.Time, ov.Consumers)...)
 	out = append(out, reevaluationEvents(ov.Consumers)...)
 	return append(out, migrationEvents(ov.Consumers)...)
 }
@@ -154,8 +159,13 @@ func (l *eventLog) record(ov api.Overview) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, e := range evs {
-		if old, ok := l.events[e.key]; ok && old.same(e) {
-			continue
+		if old, ok := l.events[e.key]; ok {
+			if e.firstSeen {
+				e.at = old.at
+			}
+			if old.same(e) {
+				continue
+			}
 		}
 		l.events[e.key] = e
 		l.unsaved[e.key] = true

@@ -27,8 +27,6 @@ type history struct {
 	every  time.Duration
 	max    int
 	series map[string][]sample
-	// spend integrates the consumers' spend per hour.
-	spend spendBook
 }
 
 func newHistory(window, every time.Duration) *history {
@@ -45,10 +43,9 @@ func newHistory(window, every time.Duration) *history {
 	}
 }
 
-func (h *history) record(now time.Time, ads []api.AdvertisementSnapshot, consumers []api.OverviewConsumer) {
+func (h *history) record(now time.Time, ads []api.AdvertisementSnapshot) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.spend.add(now, consumerRates(consumers), 2*h.every)
 	seen := make(map[string]bool, len(ads))
 	for _, a := range ads {
 		seen[a.ClusterID] = true
@@ -96,20 +93,6 @@ func (h *history) trim(now time.Time, ring []sample) []sample {
 		return ring
 	}
 	return append(ring[:0:0], ring[cut:]...)
-}
-
-// spent returns what each consumer spent today and this month.
-func (h *history) spent() (today, month map[string]float64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	today, month = map[string]float64{}, map[string]float64{}
-	for c, v := range h.spend.Today {
-		today[c] = v
-	}
-	for c, v := range h.spend.Spent {
-		month[c] = v
-	}
-	return today, month
 }
 
 // snapshot copies the series, providers sorted by id.

@@ -25,61 +25,12 @@ type HistoryStore interface {
 	LoadHistory(ctx context.Context, fn func(at time.Time, data []byte) error) error
 }
 
-// spendBook integrates each consumer's spend per hour over time into what
-// it spent today and this month (UTC calendar days and months). A gap
-// between two samples longer than maxGap (the broker was down) is not
-// counted: nobody saw the rate then.
-type spendBook struct {
-	Day   string             `json:"day"`
-	Month string             `json:"month"`
-	Today map[string]float64 `json:"today,omitempty"`
-	Spent map[string]float64 `json:"spent,omitempty"` // this month
-	// Rate is each consumer's spend per hour at LastAt.
-	Rate   map[string]float64 `json:"rate,omitempty"`
-	LastAt time.Time          `json:"lastAt"`
-}
-
-// add integrates the rates of the previous sample up to now and records
-// the new rates.
-func (b *spendBook) add(now time.Time, rates map[string]float64, maxGap time.Duration) {
-	day, month := now.UTC().Format("2006-01-02"), now.UTC().Format("2006-01")
-	if b.Day != day {
-		b.Day, b.Today = day, map[string]float64{}
-	}
-	if b.Month != month {
-		b.Month, b.Spent = month, map[string]float64{}
-	}
-	if b.Today == nil {
-		b.Today = map[string]float64{}
-	}
-	if b.Spent == nil {
-		b.Spent = map[string]float64{}
-	}
-	if dt := now.Sub(b.LastAt); !b.LastAt.IsZero() && dt > 0 && dt <= maxGap {
-		for c, r := range b.Rate {
-			b.Today[c] += r * dt.Hours()
-			b.Spent[c] += r * dt.Hours()
-		}
-	}
-	b.Rate, b.LastAt = rates, now
-}
-
-// consumerRates returns each consumer's spend per hour now.
-func consumerRates(cs []api.OverviewConsumer) map[string]float64 {
-	out := make(map[string]float64, len(cs))
-	for _, c := range cs {
-		if c.Spend != nil {
-			out[c.ClusterID] = c.Spend.CostPerHour
-		}
-	}
-	return out
-}
-
-// historyRecord is one stored sample: every provider's sample, the spend
-// book after it, and the events logged since the previous record.
+// historyRecord is one stored sample: every provider's sample and the
+// events logged since the previous record. (Records stored before the
+// broker kept the spend book also carry the dashboard's old book, "s"; it
+// is ignored: the broker's own book is the one.)
 type historyRecord struct {
 	Providers map[string]storedSample `json:"p"`
-	Spend     spendBook               `json:"s"`
 	Events    []storedEvent           `json:"e,omitempty"`
 }
 
@@ -89,11 +40,11 @@ type storedSample struct {
 	Carbon   *float64 `json:"c,omitempty"`
 }
 
-// persist stores the newest sample of every provider, the spend book and
-// the events not stored yet.
+// persist stores the newest sample of every provider and the events not
+// stored yet.
 func (h *history) persist(ctx context.Context, st HistoryStore, now time.Time, evs []event) error {
 	h.mu.Lock()
-	rec := historyRecord{Providers: make(map[string]storedSample, len(h.series)), Spend: h.spend}
+	rec := historyRecord{Providers: make(map[string]storedSample, len(h.series))}
 	for _, e := range evs {
 		rec.Events = append(rec.Events, e.stored())
 	}
@@ -121,9 +72,8 @@ func (h *history) persist(ctx context.Context, st HistoryStore, now time.Time, e
 	return st.AppendHistory(ctx, now, data, now.Add(-h.window))
 }
 
-// restore replays the stored history (oldest first) into the rings, takes
-// the newest spend book and returns the stored events, oldest record
-// first. A record that does not decode is skipped and counted in the error.
+// restore replays the stored history (oldest first) into the rings and
+// returns the stored events, oldest record first. A record that does not decode is skipped and counted in the error.
 func (h *history) restore(ctx context.Context, st HistoryStore, now time.Time) ([]event, error) {
 	bad := 0
 	var evs []event
@@ -145,7 +95,6 @@ func (h *history) restore(ctx context.Context, st HistoryStore, now time.Time) (
 			}
 			h.series[id] = h.trim(now, append(h.series[id], s))
 		}
-		h.spend = rec.Spend
 		for _, se := range rec.Events {
 			evs = append(evs, se.event())
 		}
@@ -201,7 +150,7 @@ func (t *consumerTotals) alternativesOf(ex api.PlacementExplanation) {
 // buildTotals is the totals table: one row per consumer and the
 // federation's sum. Savings are shown only where both sides are fully
 // priced.
-func buildTotals(cs []api.OverviewConsumer, exs []api.PlacementExplanation, today, month map[string]float64, cur string) []views.TotalsRow {
+func buildTotals(cs []api.OverviewConsumer, exs []api.PlacementExplanation, cur string) []views.TotalsRow {
 	byID := map[string]api.PlacementExplanation{}
 	for _, ex := range exs {
 		byID[ex.ConsumerClusterID] = ex
@@ -209,8 +158,9 @@ func buildTotals(cs []api.OverviewConsumer, exs []api.PlacementExplanation, toda
 	fed := consumerTotals{dearOK: true, stdOK: true}
 	var rows []views.TotalsRow
 	for _, c := range cs {
-		t := consumerTotals{today: today[c.ClusterID], month: month[c.ClusterID]}
+		t := consumerTotals{}
 		if s := c.Spend; s != nil {
+			t.today, t.month = s.SpentToday, s.SpentThisMonth
 			for _, n := range s.Chunks {
 				t.chunks += n
 			}

@@ -823,8 +823,8 @@ func agentCode(err error) codes.Code {
 	case 404:
 		return codes.NotFound
 	case 409:
-		if e.Code == api.CodeInsufficientCapacity {
-			return codes.ResourceExhausted
+		if e.Code == api.CodeInsufficientCapacity || e.Code == api.CodeBudgetExceeded {
+			return codes.ResourceExhausted // CA backs the group off
 		}
 		return codes.Aborted
 	case 412:

@@ -205,6 +205,21 @@ func TestIncreaseSizeBadRequestsReserveNothing(t *testing.T) {
 	}
 }
 
+// TestIncreaseSizeOverBudget: a reservation the broker refuses for the
+// consumer's budget fails the scale-up with ResourceExhausted (CA backs
+// the group off) and the broker's reason in CA's message.
+func TestIncreaseSizeOverBudget(t *testing.T) {
+	fake := localapitest.New(stdGroup("p1", 4, 0))
+	h := newHarness(t, fake)
+	reason := `budget reached: consumer "c1" spends 2 per hour now and this chunk costs 1 per hour more`
+	fake.Fail(localapitest.RouteReserve, localapitest.Fault{Status: http.StatusConflict, Code: api.CodeBudgetExceeded, Message: reason})
+	err := h.increase(t, g1, 1)
+	wantCode(t, err, codes.ResourceExhausted)
+	if !strings.Contains(status.Convert(err).Message(), reason) {
+		t.Fatalf("message %q does not carry the broker's reason", status.Convert(err).Message())
+	}
+}
+
 func TestIncreaseSizePartialFailureIsAnError(t *testing.T) {
 	fake := localapitest.New(stdGroup("p1", 4, 0))
 	h := newHarness(t, fake)

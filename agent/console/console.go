@@ -199,6 +199,9 @@ type ConsumerAgent interface {
 	// Moves is what the broker's latest heartbeat answer says of the
 	// migrations of the consumer's manual reservations.
 	Moves() consumer.Moves
+	// LastBudgetRefusal is the broker's last refusal of a reservation for
+	// the consumer's budget, and when ("" when none).
+	LastBudgetRefusal() (string, time.Time)
 }
 
 // Prober measures probe endpoints (*probe.Prober).
@@ -286,6 +289,8 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	}
 	st.NodeGroups = all.NodeGroups
 	st.AppliedPlacement = all.AppliedPlacement
+	st.Budget = all.Budget
+	st.BudgetRefusal, st.BudgetRefusalAt = c.Agent.LastBudgetRefusal()
 	// Read while the console is rendered (someone watches it); a broker
 	// without the extension route leaves the panel empty.
 	if ex, err := c.Broker.Explanation(ctx); err == nil {
@@ -572,6 +577,8 @@ func reserveRefusal(spec web.ReservationSpec, err error) error {
 		msg = fmt.Sprintf("%s offers no %s chunks", p, t)
 	case api.CodeInsufficientCapacity:
 		msg = fmt.Sprintf("%s has no free %s chunk left", p, t)
+	case api.CodeBudgetExceeded:
+		msg = le.Message // the budget, the spend, the cost and what to do
 	case api.CodeForbidden:
 		msg = fmt.Sprintf("%s does not lend more %s chunks to this cluster (its sharing rules or its per-consumer quota)", p, t)
 	case api.CodeServiceUnavailable:

@@ -105,11 +105,16 @@ type consumerAgent struct {
 	sig      signal.Signal
 	intent   string
 	log      []choice.Decision
+	refusal  string
+	refused  time.Time
 }
 
 func (a *consumerAgent) Intent() string               { return a.intent }
 func (a *consumerAgent) Decisions() []choice.Decision { return a.log }
 func (a *consumerAgent) Moves() consumer.Moves        { return consumer.Moves{} }
+func (a *consumerAgent) LastBudgetRefusal() (string, time.Time) {
+	return a.refusal, a.refused
+}
 
 func (a *consumerAgent) Policy(ctx context.Context) (*api.Placement, error) {
 	if a.cl == nil {

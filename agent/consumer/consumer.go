@@ -164,6 +164,10 @@ type Agent struct {
 	beatStreak, buildStreak, projStreak *health.Streak
 	// policyErr is why the ConsumerPolicy is not sent ("" when it is).
 	policyErr string
+	// refusal is the broker's last refusal of a reservation for the
+	// consumer's budget, and when.
+	refusal   string
+	refusalAt time.Time
 
 	// choice is the Choice policy's selector; choiceIn its inputs from
 	// the ConsumerPolicy; choiceAt the time of the last fresh decision.
@@ -472,7 +476,8 @@ func equalHeartbeat(a, b api.HeartbeatRequest) bool {
 	return a.ClusterID == b.ClusterID && a.LiqoClusterID == b.LiqoClusterID && equalPlacement(a.Placement, b.Placement) &&
 		a.Region == b.Region && a.City == b.City && equalFloat(a.Latitude, b.Latitude) && equalFloat(a.Longitude, b.Longitude) &&
 		a.ChosenProvider == b.ChosenProvider && slices.Equal(a.Reservations, b.Reservations) && maps.Equal(a.MeasuredLatencies, b.MeasuredLatencies) &&
-		equalLifecycle(a.Lifecycle, b.Lifecycle) && slices.Equal(a.NotReadyReservations, b.NotReadyReservations) &&
+		equalLifecycle(a.Lifecycle, b.Lifecycle) && equality.Semantic.DeepEqual(a.Budget, b.Budget) &&
+		slices.Equal(a.NotReadyReservations, b.NotReadyReservations) &&
 		slices.Equal(a.StartingReservations, b.StartingReservations)
 }
 
@@ -539,6 +544,10 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 		req.Lifecycle = spec.Lifecycle.API()
 		if fe := req.Lifecycle.Check("lifecycle"); fe != nil {
 			refused, req.Lifecycle = append(refused, fe), nil
+		}
+		req.Budget = spec.Budget.API()
+		if fe := req.Budget.Check("budget"); fe != nil {
+			refused, req.Budget = append(refused, fe), nil
 		}
 	}
 	a.notePolicy(errors.Join(refused...))
@@ -627,7 +636,7 @@ func (a *Agent) notePolicy(err error) {
 		a.cfg.Tracker.SetInput("consumer-policy", err)
 	}
 	if changed && err != nil {
-		a.log.Warn("The ConsumerPolicy breaks the broker's rules; heartbeats carry no placement until it is fixed", "namespace", a.cfg.Namespace, "err", err)
+		a.log.Warn("The ConsumerPolicy breaks the broker's rules; heartbeats leave the refused part out (the broker's default applies) until it is fixed", "namespace", a.cfg.Namespace, "err", err)
 	}
 }
 

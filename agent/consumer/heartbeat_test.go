@@ -8,9 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/brokerclient"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -250,5 +253,77 @@ func TestReconcileReportsVirtualNodes(t *testing.T) {
 	}
 	if err := (&api.InstructionResultRequest{Status: api.ResultSucceeded, Payload: p}).Validate(); err != nil {
 		t.Errorf("the broker would refuse the answer: %v", err)
+	}
+}
+
+// TestHeartbeatCarriesBudget: the ConsumerPolicy's budget goes into the
+// heartbeat as it is; one the broker would refuse (a policy written before
+// the CRD had its bounds) is left out and the field named; a change of the
+// budget changes the heartbeat.
+func TestHeartbeatCarriesBudget(t *testing.T) {
+	q := func(s string) *resource.Quantity { v := resource.MustParse(s); return &v }
+	w := func(v int32) *int32 { return &v }
+	for _, tc := range []struct {
+		name   string
+		budget *fav1alpha1.Budget
+		want   *api.Budget
+		reason string
+	}{
+		{"none", nil, nil, ""},
+		{"only a warning: no budget", &fav1alpha1.Budget{WarnAtPercent: w(90)}, nil, ""},
+		{"per hour and month", &fav1alpha1.Budget{PerHour: q("2.50"), PerMonth: q("1500"), WarnAtPercent: w(90)},
+			&api.Budget{PerHour: q("2.50"), PerMonth: q("1500"), WarnAtPercent: w(90)}, ""},
+		{"negative: left out", &fav1alpha1.Budget{PerHour: q("-1")}, nil, "budget.perHour"},
+		{"warning at 0: left out", &fav1alpha1.Budget{PerMonth: q("10"), WarnAtPercent: w(0)}, nil, "budget.warnAtPercent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pol := &fav1alpha1.ConsumerPolicy{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: "fa"},
+				Spec: fav1alpha1.ConsumerPolicySpec{Budget: tc.budget}}
+			a := newTestAgent(t, &stubBroker{}, pol)
+			req, err := a.heartbeatRequest(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(req.Budget, tc.want) {
+				t.Fatalf("budget %+v, want %+v", req.Budget, tc.want)
+			}
+			if tc.reason != "" && !strings.Contains(a.policyErr, tc.reason) || tc.reason == "" && a.policyErr != "" {
+				t.Fatalf("policy error %q, want one naming %q", a.policyErr, tc.reason)
+			}
+			if err := req.Validate(); err != nil {
+				t.Errorf("the broker refuses the heartbeat: %v", err)
+			}
+			changed := req
+			changed.Budget = &api.Budget{PerHour: q("99")}
+			if equalHeartbeat(req, changed) {
+				t.Error("another budget does not change the heartbeat")
+			}
+		})
+	}
+}
+
+// TestBudgetRefusalNoted: a reservation the broker refuses for the budget
+// is passed through to the adapter as the broker's 409 BudgetExceeded and
+// its reason kept for the console; other refusals are not kept.
+func TestBudgetRefusalNoted(t *testing.T) {
+	reason := `budget reached: consumer "consumer-1" spends 2 per hour now`
+	b := &stubBroker{reserveErr: []error{
+		&brokerclient.Error{Status: 409, Code: api.CodeInsufficientCapacity, Message: "no free chunk"},
+		&brokerclient.Error{Status: 409, Code: api.CodeBudgetExceeded, Message: reason},
+	}}
+	a := newTestAgent(t, b)
+	req := api.ReservationRequest{ProviderClusterID: "p1", ChunkCount: 1, ChunkType: api.ChunkStandard}
+	if _, _, err := a.Reserve(context.Background(), "res-1", req); err == nil {
+		t.Fatal("the first reserve succeeded")
+	}
+	if msg, _ := a.LastBudgetRefusal(); msg != "" {
+		t.Fatalf("a capacity refusal kept as a budget refusal: %q", msg)
+	}
+	rec := do(t, a.LocalAPI(), "POST", "/local/reservations", `{"providerClusterId":"p1","chunkCount":1,"chunkType":"standard"}`, nil)
+	if rec.Code != 409 || !strings.Contains(rec.Body.String(), api.CodeBudgetExceeded) || !strings.Contains(rec.Body.String(), "budget reached") {
+		t.Fatalf("local API answered %d %s, want the broker's 409 BudgetExceeded", rec.Code, rec.Body.String())
+	}
+	if msg, at := a.LastBudgetRefusal(); msg != reason || at.IsZero() {
+		t.Fatalf("last refusal %q at %v, want %q", msg, at, reason)
 	}
 }

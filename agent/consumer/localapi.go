@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -88,6 +89,11 @@ func (a *Agent) NodeGroups(ctx context.Context) (api.NodeGroupListResponse, erro
 	if err != nil {
 		return view, err
 	}
+	if b := view.Budget; b != nil && b.State == api.BudgetReached && b.LastRefusal != "" && b.LastRefusalAt != nil {
+		// The broker stopped offering a group for the budget: the
+		// Cluster Autoscaler asks no more and sees no error.
+		a.setRefusal(b.LastRefusal, b.LastRefusalAt.Time)
+	}
 	switch {
 	case view.AppliedPlacement == api.PlacementChoice:
 		a.choose(ctx, &view)
@@ -133,11 +139,44 @@ func (a *Agent) Reserve(ctx context.Context, id string, req api.ReservationReque
 		if !replay {
 			a.reserved.Delete(id)
 		}
+		a.noteRefusal(err)
 		return resp, status, err
 	}
 	a.held.Store(id, struct{}{})
 	a.changes.Notify()
 	return resp, status, nil
+}
+
+// noteRefusal logs a reservation the broker refused for the consumer's
+// budget and keeps its reason for the console (LastBudgetRefusal): the
+// Cluster Autoscaler only sees a failed scale-up.
+func (a *Agent) noteRefusal(err error) {
+	var be *brokerclient.Error
+	if errors.As(err, &be) && be.Code == api.CodeBudgetExceeded {
+		a.setRefusal(be.Message, a.cfg.Clock.Now())
+	}
+}
+
+// setRefusal keeps a budget refusal's reason and logs a new one.
+func (a *Agent) setRefusal(msg string, at time.Time) {
+	a.mu.Lock()
+	changed := a.refusal != msg
+	if changed || at.After(a.refusalAt) {
+		a.refusal, a.refusalAt = msg, at
+	}
+	a.mu.Unlock()
+	if changed {
+		a.log.Warn("Scale-up refused by the broker: the consumer's budget", "reason", msg)
+		a.changes.Notify()
+	}
+}
+
+// LastBudgetRefusal is the broker's last refusal of a reservation for the
+// consumer's budget since the agent started, and when ("" when none).
+func (a *Agent) LastBudgetRefusal() (string, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.refusal, a.refusalAt
 }
 
 // decodeLocalReservation decodes and validates POST /local/reservations

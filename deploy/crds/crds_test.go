@@ -2,6 +2,8 @@ package crds_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -125,5 +127,47 @@ func TestInstallCreatesUpdatesAndWaits(t *testing.T) {
 	cancel()
 	if err := crds.Install(done, env.Config); err == nil {
 		t.Errorf("Install with a cancelled context succeeded")
+	}
+}
+
+// TestConsumerPolicyBudgetBounds: the real API server takes budgets as
+// quantities from 0 to 1000000000 (a string or a number) and refuses a
+// negative one, a larger one and a warning threshold outside 1–100, saying
+// which field.
+func TestConsumerPolicyBudgetBounds(t *testing.T) {
+	env := testcluster.Start(t)
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		budget map[string]any
+		want   string // "" accepted, else a part of the refusal
+	}{
+		{"decimal strings", map[string]any{"perHour": "2.50", "perMonth": "1500"}, ""},
+		{"a number and milli", map[string]any{"perHour": int64(3), "perMonth": "1500m", "warnAtPercent": int64(90)}, ""},
+		{"zero", map[string]any{"perHour": "0"}, ""},
+		{"the largest", map[string]any{"perMonth": "1G"}, ""},
+		{"negative", map[string]any{"perHour": "-1"}, "perHour must be an amount from 0 to 1000000000"},
+		{"too large", map[string]any{"perMonth": "1000000001"}, "perMonth must be an amount from 0 to 1000000000"},
+		{"not a quantity", map[string]any{"perHour": "two euros"}, "spec.budget.perHour"},
+		{"warning at 0 %", map[string]any{"perHour": "1", "warnAtPercent": int64(0)}, "spec.budget.warnAtPercent"},
+		{"warning above 100 %", map[string]any{"perHour": "1", "warnAtPercent": int64(101)}, "spec.budget.warnAtPercent"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"budget": tc.budget}}}
+			cp.SetAPIVersion("autoscaling.federation-autoscaler.io/v1alpha1")
+			cp.SetKind("ConsumerPolicy")
+			cp.SetNamespace("default")
+			cp.SetName(fmt.Sprintf("budget-%d", i))
+			err := env.Client.Create(ctx, cp)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && err == nil:
+				t.Fatalf("accepted, want refused with %q", tc.want)
+			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
+				t.Fatalf("refused with %v, want %q in it", err, tc.want)
+			}
+		})
 	}
 }

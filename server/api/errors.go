@@ -81,7 +81,7 @@ func Status(code string) int {
 		return http.StatusRequestTimeout
 	case CodeRequestHeadersTooLarge:
 		return http.StatusRequestHeaderFieldsTooLarge
-	case CodeConflict, CodeInsufficientCapacity:
+	case CodeConflict, CodeInsufficientCapacity, CodeBudgetExceeded:
 		return http.StatusConflict
 	case CodeReservationExpired:
 		return http.StatusGone

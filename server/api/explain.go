@@ -167,6 +167,11 @@ type ConsumerSpend struct {
 	// gCO2eq/h; NoCarbonChunks are on providers without carbon data.
 	CarbonPerHour  float64 `json:"carbonPerHour"`
 	NoCarbonChunks int32   `json:"noCarbonChunks,omitempty"`
+	// SpentToday and SpentThisMonth are what the consumer spent this UTC
+	// day and month (the broker's spend book: CostPerHour integrated over
+	// time, kept across restarts).
+	SpentToday     float64 `json:"spentToday,omitempty"`
+	SpentThisMonth float64 `json:"spentThisMonth,omitempty"`
 }
 
 // Alternative is what a consumer's borrowed chunks of one type would cost

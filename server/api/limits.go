@@ -410,6 +410,39 @@ func sortedResourceNames(l corev1.ResourceList) []corev1.ResourceName {
 	return slices.Sorted(maps.Keys(l))
 }
 
+// MaxBudget is the largest budget limit (per hour or per month), in the
+// providers' currency: far above any real bill, small enough that every sum
+// of the budget rule stays exact in a float64.
+const MaxBudget = 1_000_000_000
+
+// MaxBudgetValue is MaxBudget as a Quantity.
+func MaxBudgetValue() resource.Quantity {
+	return *resource.NewQuantity(MaxBudget, resource.DecimalSI)
+}
+
+// Check checks a budget: each limit a quantity from 0 to MaxBudget,
+// warnAtPercent from 1 to 100.
+func (b *Budget) Check(field string) *FieldError {
+	if b == nil {
+		return nil
+	}
+	for _, l := range []struct {
+		name string
+		q    *resource.Quantity
+	}{{"perHour", b.PerHour}, {"perMonth", b.PerMonth}} {
+		if l.q == nil {
+			continue
+		}
+		if err := checkQuantityIn(join(field, l.name), *l.q, MaxBudgetValue(), "an amount from 0 to 1000000000 in the providers' currency, e.g. \"2.50\""); err != nil {
+			return err
+		}
+	}
+	if w := b.WarnAtPercent; w != nil && (*w < 1 || *w > 100) {
+		return fieldErr(join(field, "warnAtPercent"), showInt(int64(*w)), "from 1 to 100 (percent of a limit)")
+	}
+	return nil
+}
+
 // MaxThreshold is the largest re-evaluation threshold (cost per hour,
 // carbon per hour or RTT in ms).
 const MaxThreshold = 1_000_000

@@ -88,6 +88,9 @@ type OverviewConsumer struct {
 	// Spend is what the consumer's borrowed chunks cost and emit per hour
 	// now (extension).
 	Spend *ConsumerSpend `json:"spend,omitempty"`
+	// Budget is the consumer's spend against its budget (extension; only
+	// when it has one).
+	Budget *BudgetStatus `json:"budget,omitempty"`
 	// Reevaluations are the broker's latest re-evaluation decisions for
 	// the groups the consumer holds chunks in, by node-group id
 	// (extension).

@@ -7,6 +7,7 @@ package api
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -287,6 +288,66 @@ type HeartbeatRequest struct {
 	// target is listed in Reservations and in neither this list nor
 	// NotReadyReservations. At most MaxHeartbeatReservations ids.
 	StartingReservations []string `json:"startingReservations,omitempty"`
+	// Budget is the consumer's spend budget (extension), from its
+	// ConsumerPolicy; nil: no budget.
+	Budget *Budget `json:"budget,omitempty"`
+}
+
+// Budget is a consumer's spend budget in the providers' currency
+// (extension): the broker refuses a reservation that would take the
+// consumer's spend per hour above PerHour, or its projected month above
+// PerMonth (docs/placement.md, Budgets). A nil limit is none.
+type Budget struct {
+	// PerHour caps the spend per hour at the providers' current prices
+	// (0 to MaxBudget).
+	PerHour *resource.Quantity `json:"perHour,omitempty"`
+	// PerMonth caps what was spent this UTC month plus the spend per hour
+	// until the month ends (0 to MaxBudget).
+	PerMonth *resource.Quantity `json:"perMonth,omitempty"`
+	// WarnAtPercent is the share of a limit at which the budget is shown as
+	// nearly used (1 to 100; nil: DefaultBudgetWarnAtPercent).
+	WarnAtPercent *int32 `json:"warnAtPercent,omitempty"`
+}
+
+// DefaultBudgetWarnAtPercent is Budget.WarnAtPercent when unset.
+const DefaultBudgetWarnAtPercent = 80
+
+// BudgetState is where a consumer's spend stands against its budget.
+type BudgetState string
+
+// Budget states.
+const (
+	// BudgetOK: below the warning threshold.
+	BudgetOK BudgetState = "ok"
+	// BudgetWarning: at or above warnAtPercent of a limit.
+	BudgetWarning BudgetState = "warning"
+	// BudgetReached: a limit is used up, or a scale-up was refused for the
+	// budget and the spend has not gone down since.
+	BudgetReached BudgetState = "reached"
+)
+
+// BudgetStatus is a consumer's spend against its budget (extension: in the
+// overview per consumer and in the consumer's node-group list).
+type BudgetStatus struct {
+	PerHour       *float64 `json:"perHour,omitempty"`
+	PerMonth      *float64 `json:"perMonth,omitempty"`
+	WarnAtPercent int32    `json:"warnAtPercent"`
+	// CostPerHour is the consumer's spend per hour now; SpentThisMonth what
+	// it spent this UTC month; ProjectedMonth SpentThisMonth plus
+	// CostPerHour until the month ends.
+	CostPerHour    float64 `json:"costPerHour"`
+	SpentThisMonth float64 `json:"spentThisMonth"`
+	ProjectedMonth float64 `json:"projectedMonth"`
+	// UsedPercent is the larger share of the two limits used
+	// (CostPerHour of PerHour, ProjectedMonth of PerMonth); UsedOf names it
+	// ("perHour" or "perMonth").
+	UsedPercent float64     `json:"usedPercent"`
+	UsedOf      string      `json:"usedOf,omitempty"`
+	State       BudgetState `json:"state"`
+	// LastRefusal is the message of the last reservation refused for the
+	// budget (since the broker started), and when.
+	LastRefusal   string       `json:"lastRefusal,omitempty"`
+	LastRefusalAt *metav1.Time `json:"lastRefusalAt,omitempty"`
 }
 
 // Lifecycle is a consumer's lifecycle settings (extension), from its
@@ -378,6 +439,10 @@ type NodeGroupListResponse struct {
 	// GET /local/nodegroups, the broker never does). The adapter answers
 	// NodeGroupGetOptions from it (docs/adapter.md).
 	Consolidation map[string]ConsolidationRole `json:"consolidation,omitempty"`
+	// Budget is the consumer's spend against its budget (extension; only
+	// when its ConsumerPolicy sets one). A group whose next chunk would
+	// break the budget has maxSize = currentReserved.
+	Budget *BudgetStatus `json:"budget,omitempty"`
 }
 
 // ConsolidationRole is a node group's part in a consolidation of
@@ -533,12 +598,15 @@ const (
 	CodeNotFound             = "NotFound"
 	CodeConflict             = "Conflict"
 	CodeInsufficientCapacity = "InsufficientCapacity"
-	CodeTooManyRequests      = "TooManyRequests"
-	CodeInternalError        = "InternalError"
-	CodeServiceUnavailable   = "ServiceUnavailable"
-	CodeReservationExpired   = "ReservationExpired"
-	CodeUpstreamError        = "UpstreamError"
-	CodeTimeout              = "Timeout"
+	// CodeBudgetExceeded answers 409 (extension): the reservation would
+	// break the consumer's spend budget.
+	CodeBudgetExceeded     = "BudgetExceeded"
+	CodeTooManyRequests    = "TooManyRequests"
+	CodeInternalError      = "InternalError"
+	CodeServiceUnavailable = "ServiceUnavailable"
+	CodeReservationExpired = "ReservationExpired"
+	CodeUpstreamError      = "UpstreamError"
+	CodeTimeout            = "Timeout"
 	// CodePreconditionFailed answers 412 (no heartbeat yet); the reference
 	// sends ServiceUnavailable there (bug #27).
 	CodePreconditionFailed = "PreconditionFailed"

@@ -93,6 +93,9 @@ func (r *HeartbeatRequest) check() *FieldError {
 	if err := r.Lifecycle.Check("lifecycle"); err != nil {
 		return err
 	}
+	if err := r.Budget.Check("budget"); err != nil {
+		return err
+	}
 	if err := CheckText("region", r.Region); err != nil {
 		return err
 	}

@@ -481,12 +481,22 @@ func openService(o Options, chunks placement.ChunkConfig, log *slog.Logger) (*re
 		MigrationWindow:    o.MigrationWindow,
 		MigrationTimeout:   o.MigrationTimeout,
 		Placer:             placement.NewIndex(chunks, placement.WithChunkWatts(o.chunkWatts()), placement.WithRandomSeed(o.RandomSeed)),
+		SpendStore:         spendStore(hist),
 	})
 	if err != nil {
 		_ = st.Close()
 		return nil, nil, err
 	}
 	return svc, hist, nil
+}
+
+// spendStore is the store that keeps the spend book: the one keeping the
+// dashboard's history (the bbolt store), else none (in memory only).
+func spendStore(hist web.HistoryStore) reservations.SpendStore {
+	if ss, ok := hist.(reservations.SpendStore); ok {
+		return ss
+	}
+	return nil
 }
 
 // servers are the broker's listeners and the apps serving them.

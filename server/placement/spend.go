@@ -95,3 +95,24 @@ func (v *viewCtx) alternatives(te *api.ChunkTypeExplanation, ti int, ids []strin
 		}
 	}
 }
+
+// ChunkCost is what n chunks of type t cost per hour on provider
+// providerID at its current prices; false when the provider is unknown or
+// does not price a resource of the chunk.
+func (ix *Index) ChunkCost(providerID string, t api.ChunkType, n int32) (float64, bool) {
+	ti, ok := typeIdx(t)
+	if !ok {
+		return 0, false
+	}
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	a := ix.alternative(ix.providers[providerID], ti, n)
+	if a.CostPerHour == nil {
+		return 0, false
+	}
+	return *a.CostPerHour, true
+}
+
+// Restamp recomputes r's Generation after its groups changed (a budget
+// capped their max sizes), so that a client comparing generations sees it.
+func Restamp(r *api.NodeGroupListResponse) { r.Generation = generation(r) }

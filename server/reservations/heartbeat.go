@@ -31,18 +31,14 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	s.applyPolicy(c)
 	applyLifecycle(c)
 	s.carryMovesLocked(old, c, listed)
+	s.noteBudgeted(cn, c)
 	if c.warning != "" {
 		if old == nil || old.warning != c.warning {
 			s.log.Warn("Unknown placement policy; using Standard", "consumer", cn, "placement", req.Placement.Type)
 		}
 	}
 	s.st.consumers[cn] = c
-	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Placement, req.Placement) || !reflect.DeepEqual(old.rec.Heartbeat.Lifecycle, req.Lifecycle) {
-		s.markReevaluate() // the policy or the thresholds changed
-	}
-	if lifecycleChanged(old, c) && s.holdsInGraceLocked(cn, t.now) {
-		s.kickSweep() // a grace ends sooner or later, or a virtual node was lost
-	}
+	s.settingsChangedLocked(cn, old, c, t.now)
 	s.idx.UpsertConsumer(placementConsumer(c))
 	var storedSeen time.Time
 	if old != nil {
@@ -70,6 +66,23 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 		s.notify() // nothing to write, but the overview's last-seen moved
 	}
 	return resp, nil
+}
+
+// settingsChangedLocked reacts to what consumer cn's heartbeat changed
+// since old (nil: its first): a new policy or thresholds ask for a
+// re-evaluation, a new grace or lost virtual node for a sweep, a new budget
+// ends the refusal made under the old one.
+func (s *Service) settingsChangedLocked(cn string, old, c *consumer, now time.Time) {
+	hb := c.rec.Heartbeat
+	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Budget, hb.Budget) {
+		delete(s.refusals, cn)
+	}
+	if old == nil || !reflect.DeepEqual(old.rec.Heartbeat.Placement, hb.Placement) || !reflect.DeepEqual(old.rec.Heartbeat.Lifecycle, hb.Lifecycle) {
+		s.markReevaluate()
+	}
+	if lifecycleChanged(old, c) && s.holdsInGraceLocked(cn, now) {
+		s.kickSweep() // a grace ends sooner or later, or a virtual node was lost
+	}
 }
 
 // mustStore reports whether a periodic advertisement or heartbeat must be

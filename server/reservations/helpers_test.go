@@ -72,6 +72,7 @@ func (e *env) open() {
 	e.st = &countingStore{Store: bs}
 	cfg := e.cfg
 	cfg.Store = e.st
+	cfg.SpendStore = bs
 	cfg.Clock = e.clk
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	e.idx = placement.NewIndex(placement.DefaultChunkConfig(), placement.WithClock(e.clk.Now))

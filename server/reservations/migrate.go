@@ -224,7 +224,7 @@ func (s *Service) startMoves(t *txn, cn string, kept map[string]keptMove, next *
 				ChunkCount: r.ChunkCount, ChunkType: r.ChunkType, Namespaces: slices.Clone(r.Namespaces),
 			}
 			// The reserve path's own admission: sharing, quota, room.
-			_, p, err := s.admitLocked(cn, req)
+			_, p, err := s.admitLocked(cn, req, t.now)
 			if err != nil {
 				kept[r.ID] = keptNote(t, r, d, d.Target+" refuses the reservation: "+errorMessage(err))
 				continue

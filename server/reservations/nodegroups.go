@@ -18,12 +18,20 @@ import (
 // again for every request, as if there were no cache.
 const NodeGroupsCacheBytes = 64 << 20
 
-// NodeGroups implements rest.Broker through the placement index.
+// NodeGroups implements rest.Broker through the placement index, with the
+// groups capped to what the consumer's budget affords.
 //
 // Everything it reads must move viewKey when it changes: NodeGroupsBody
-// serves the encoding of an earlier call for as long as viewKey stays.
+// serves the encoding of an earlier call for as long as viewKey stays,
+// except for a consumer with a budget (its cap and status move with its
+// spend, that is with time: its views are never cached).
 func (s *Service) NodeGroups(ctx context.Context, cn string, all bool) (api.NodeGroupListResponse, error) {
 	v := s.idx.View(cn, all)
+	if _, ok := s.budgeted.Load(cn); ok {
+		s.mu.Lock()
+		s.capToBudgetLocked(cn, &v, all, s.clock.Now())
+		s.mu.Unlock()
+	}
 	if v.NodeGroups == nil {
 		v.NodeGroups = []api.NodeGroupView{}
 	}
@@ -46,6 +54,17 @@ func (s *Service) NodeGroupsBody(ctx context.Context, cn string, all bool) ([]by
 	now, err := metav1.NewTime(s.clock.Now()).MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("encode servedAt: %w", err)
+	}
+	if _, ok := s.budgeted.Load(cn); ok {
+		v, err := s.NodeGroups(ctx, cn, all)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode node groups: %w", err)
+		}
+		return b, nil
 	}
 	k := viewCacheKey{cn: cn, all: all}
 	// The key is read before the view is built: a change meanwhile moves

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -17,11 +18,12 @@ import (
 func (s *Service) Overview(ctx context.Context) (api.Overview, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ov := api.Overview{GeneratedAt: mt(s.clock.Now())}
+	now := s.clock.Now()
+	ov := api.Overview{GeneratedAt: mt(now)}
 	ov.Advertisements, ov.Capacity = s.overviewProvidersLocked()
 	ov.Reservations = s.overviewReservationsLocked()
 	ov.ProviderInstructions, ov.ReservationInstructions = s.overviewInstructionsLocked()
-	ov.Consumers, ov.Warnings = s.overviewConsumersLocked()
+	ov.Consumers, ov.Warnings = s.overviewConsumersLocked(now)
 	return ov, nil
 }
 
@@ -96,7 +98,7 @@ func (s *Service) overviewInstructionsLocked() (provider, reservation []api.Over
 
 // overviewConsumersLocked lists the consumers, by id, and the warnings
 // about their policies.
-func (s *Service) overviewConsumersLocked() ([]api.OverviewConsumer, []string) {
+func (s *Service) overviewConsumersLocked(now time.Time) ([]api.OverviewConsumer, []string) {
 	out := []api.OverviewConsumer{}
 	var warnings []string
 	for _, id := range sortedKeys(s.st.consumers) {
@@ -112,7 +114,9 @@ func (s *Service) overviewConsumersLocked() ([]api.OverviewConsumer, []string) {
 			row.Weights = hb.Placement.Weights
 		}
 		spend := s.idx.Spend(id)
+		s.spentLocked(id, &spend, now)
 		row.Spend = &spend
+		row.Budget = s.budgetStatusLocked(id, c, now)
 		row.Reevaluations = slices.Clone(s.decisions[id])
 		row.Migrations, row.Savings = s.migrationsLocked(id), savingsLocked(c)
 		if rtt, ok := hb.MeasuredLatencies[row.ChosenProvider]; ok && row.ChosenProvider != "" {

@@ -29,7 +29,8 @@ func sameSet(a, b []string) bool {
 
 // Reserve implements rest.Broker. The evaluation order is: body and id
 // validation, replay lookup, heartbeat (412), provider and chunk type (404),
-// freshness (503), sharing (403), quota and capacity (409), create (201).
+// freshness (503), sharing (403), quota and capacity (409), budget (409
+// BudgetExceeded), create (201).
 func (s *Service) Reserve(ctx context.Context, cn, id string, req api.ReservationRequest) (api.ReservationResponse, bool, error) {
 	if err := req.Validate(); err != nil {
 		return api.ReservationResponse{}, false, err
@@ -50,13 +51,14 @@ func (s *Service) Reserve(ctx context.Context, cn, id string, req api.Reservatio
 		}
 		return resp, false, nil
 	}
-	c, p, err := s.admitLocked(cn, req)
+	c, p, err := s.admitLocked(cn, req, s.clock.Now())
 	if err != nil {
 		s.mu.Unlock()
 		return api.ReservationResponse{}, false, err
 	}
 	t := s.newTxn()
 	r := s.createLocked(t, id, cn, c, p, req)
+	s.admittedLocked(cn)
 	resp := s.reservationResponse(r)
 	req2 := s.enqueue(t)
 	s.mu.Unlock()
@@ -68,8 +70,8 @@ func (s *Service) Reserve(ctx context.Context, cn, id string, req api.Reservatio
 
 // admitLocked decides whether consumer cn may reserve req now, in Reserve's
 // order: heartbeat (412), provider and chunk type (404), freshness (503),
-// sharing (403), quota and capacity (409).
-func (s *Service) admitLocked(cn string, req api.ReservationRequest) (*consumer, *provider, error) {
+// sharing (403), quota and capacity (409), budget (409 BudgetExceeded).
+func (s *Service) admitLocked(cn string, req api.ReservationRequest, now time.Time) (*consumer, *provider, error) {
 	st := s.st
 	c, ok := st.consumers[cn]
 	if !ok {
@@ -105,6 +107,9 @@ func (s *Service) admitLocked(cn string, req api.ReservationRequest) (*consumer,
 		return nil, nil, api.Errorf(api.CodeInsufficientCapacity,
 			"provider %q has %d free %s chunks, %d requested", req.ProviderClusterID, max(avail, 0), req.ChunkType, req.ChunkCount).
 			WithDetails(map[string]any{"available": max(avail, 0), "requested": req.ChunkCount})
+	}
+	if err := s.admitBudgetLocked(cn, c, req, now); err != nil {
+		return nil, nil, err
 	}
 	return c, p, nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/server/spend"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 )
 
@@ -59,6 +60,9 @@ type Placer interface {
 	Explain(consumerID string, override *api.Placement) api.PlacementExplanation
 	// Spend is what a consumer's live chunks cost and emit per hour now.
 	Spend(consumerID string) api.ConsumerSpend
+	// ChunkCost is what n chunks of type t cost per hour on a provider now
+	// (false: unpriced).
+	ChunkCost(providerID string, t api.ChunkType, n int32) (float64, bool)
 	// Epoch changes whenever a decision or explanation may change.
 	Epoch() uint64
 	// Reevaluate decides, for each group a consumer holds, whether another
@@ -128,6 +132,12 @@ type Config struct {
 	MigrationTimeout time.Duration
 	// Placer is the placement index (typically placement.NewIndex(ChunkConfig)).
 	Placer Placer
+	// SpendStore, when set, keeps the spend book (what each consumer spent
+	// today and this month, which its budget reads) across restarts.
+	SpendStore SpendStore
+	// SpendSampleEvery: the spend book integrates every consumer's spend
+	// per hour this often (default DefaultSpendSampleEvery).
+	SpendSampleEvery time.Duration
 }
 
 func (c *Config) validate() error {
@@ -170,6 +180,7 @@ func (c *Config) validate() error {
 		{"ProviderCleanupHold", &c.ProviderCleanupHold, DefaultProviderCleanupHold},
 		{"MigrationWindow", &c.MigrationWindow, DefaultMigrationWindow},
 		{"MigrationTimeout", &c.MigrationTimeout, DefaultMigrationTimeout},
+		{"SpendSampleEvery", &c.SpendSampleEvery, DefaultSpendSampleEvery},
 	} {
 		if *d.v < 0 {
 			return fmt.Errorf("reservations: Config.%s is negative (%s); use a positive duration or 0 for the default %s", d.name, *d.v, d.def)
@@ -228,6 +239,14 @@ type Service struct {
 	// restart), and the moves counted per outcome.
 	kept       map[string]keptMove
 	moveCounts map[string]uint64
+	// Spend and budgets (guarded by mu): the spend book, when it samples
+	// next, each consumer's last refusal for its budget.
+	book     spend.Book
+	spendAt  time.Time
+	refusals map[string]*budgetRefusal
+	// budgeted holds the ids of the consumers with a budget (id → true),
+	// so a view of one without takes no state lock.
+	budgeted sync.Map
 }
 
 type commitReq struct {
@@ -254,6 +273,7 @@ func New(cfg Config) (*Service, error) {
 		reevalCounts: map[reevalKey]uint64{},
 		kept:         map[string]keptMove{},
 		moveCounts:   map[string]uint64{},
+		refusals:     map[string]*budgetRefusal{},
 		stop:         make(chan struct{}),
 		done:         make(chan struct{}),
 	}
@@ -263,6 +283,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s.mu.Lock()
 	s.st = s.buildState(snap, s.clock.Now())
+	s.loadSpendBook()
 	s.mu.Unlock()
 	go s.committer()
 	return s, nil
@@ -284,8 +305,13 @@ func (s *Service) Close() error {
 			t.other = muts
 			final = s.enqueue(t)
 		}
+		// The spend up to now goes with it: a restart within
+		// spend.DefaultMaxGap counts the time the broker was down at the
+		// rates it had.
+		book := s.sampleSpendLocked(s.clock.Now(), &wake{}, true)
 		s.closing = true
 		s.mu.Unlock()
+		s.storeSpendBook(book)
 		if err := await(final); err != nil {
 			s.log.Warn("Last-seen times not stored at close; they are at most a third of the provider stale-after old", "err", err)
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
+	"github.com/federation-autoscaler/federation-autoscaler/server/spend"
 	"github.com/federation-autoscaler/federation-autoscaler/server/store"
 )
 
@@ -53,6 +54,8 @@ type consumer struct {
 	// latest heartbeat shows Ready (in memory: the next heartbeat after a
 	// restart tells again).
 	ready map[string]struct{}
+	// budget is the consumer's spend budget (nil: none).
+	budget *spend.Budget
 }
 
 type ptKey struct {
@@ -119,6 +122,7 @@ func (s *Service) buildState(snap store.Snapshot, now time.Time) *state {
 		cs := &consumer{rec: c, leaseBase: later(c.LastSeen, now), storedSeen: c.LastSeen}
 		s.applyPolicy(cs)
 		applyLifecycle(cs)
+		s.noteBudgeted(c.Heartbeat.ClusterID, cs)
 		st.consumers[c.Heartbeat.ClusterID] = cs
 	}
 	for i := range snap.Credentials {
@@ -365,10 +369,11 @@ func placementConsumer(c *consumer) placement.Consumer {
 	}
 }
 
-// applyLifecycle derives the consumer's disconnect grace and NotReady set
-// from its heartbeat.
+// applyLifecycle derives the consumer's disconnect grace, NotReady set and
+// budget from its heartbeat.
 func applyLifecycle(c *consumer) {
 	c.grace, c.notReady = nil, nil
+	c.budget = spend.BudgetOf(c.rec.Heartbeat.Budget)
 	if l := c.rec.Heartbeat.Lifecycle; l != nil && l.DisconnectGraceSeconds != nil {
 		g := time.Duration(*l.DisconnectGraceSeconds) * time.Second
 		c.grace = &g

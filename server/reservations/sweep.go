@@ -28,6 +28,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 	if s.sweepMigrations(t, next) {
 		changed = true
 	}
+	book := s.sampleSpendLocked(t.now, next, false)
 	req := s.enqueue(t)
 	var inputs []reevalInput
 	due := s.reevaluateDueLocked(t.now, next)
@@ -35,6 +36,7 @@ func (s *Service) sweep(ctx context.Context) time.Time {
 		inputs = s.reevalInputsLocked()
 	}
 	s.mu.Unlock()
+	s.storeSpendBook(book)
 	if err := await(req); err != nil {
 		s.log.Error("Persisting the sweep failed; it will run again", "err", err)
 		return t.now.Add(time.Second)

@@ -115,6 +115,17 @@ type ConsumerStatus struct {
 	// first; Saved what the finished ones saved ("—" before the first).
 	Migrations []MigrationRow
 	Saved      string
+	// Budget is the spend budget panel (nil: the consumer has none).
+	Budget *BudgetPanel
+}
+
+// BudgetPanel shows a consumer's budget: Summary ("budget 82 % used",
+// "budget reached: scale-up refused") with its badge class, the limits
+// against the spend, and the last refusal's reason and age.
+type BudgetPanel struct {
+	Summary, Class      string
+	Facts               []KV
+	Refusal, RefusedAgo string
 }
 
 // ChoicePanel shows the Choice selector's current choice and its audit log.

@@ -114,6 +114,9 @@ type ConsumerRow struct {
 	// Saved is what the consumer's finished moves saved ("—" before the
 	// first).
 	Saved string
+	// Budget is "budget 82 % used" or "budget reached: scale-up refused"
+	// with its badge class ("" without a budget).
+	Budget, BudgetClass string
 }
 
 // ReservationRow is a reservation with its phase timeline.

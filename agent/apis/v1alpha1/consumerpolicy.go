@@ -53,6 +53,24 @@ func (l *Lifecycle) API() *api.Lifecycle {
 	return out
 }
 
+// API is the budget as the heartbeat carries it (nil when b is nil or
+// sets no limit: no budget).
+func (b *Budget) API() *api.Budget {
+	if b == nil || b.PerHour == nil && b.PerMonth == nil {
+		return nil
+	}
+	out := &api.Budget{WarnAtPercent: clone(b.WarnAtPercent)}
+	if b.PerHour != nil {
+		q := b.PerHour.DeepCopy()
+		out.PerHour = &q
+	}
+	if b.PerMonth != nil {
+		q := b.PerMonth.DeepCopy()
+		out.PerMonth = &q
+	}
+	return out
+}
+
 func clone[T any](p *T) *T {
 	if p == nil {
 		return nil

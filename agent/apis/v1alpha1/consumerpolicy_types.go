@@ -1,6 +1,9 @@
 package v1alpha1
 
-import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // PlacementStrategy is how the broker ranks providers for a consumer.
 // +kubebuilder:validation:Enum=Standard;Price;Eco;Latency;Weighted;Choice;ConsumerChoice;Random
@@ -140,6 +143,12 @@ type ConsumerPolicySpec struct {
 	// time (sent in every heartbeat).
 	// +optional
 	Lifecycle *Lifecycle `json:"lifecycle,omitempty"`
+	// Budget caps what this consumer spends on borrowed capacity, in the
+	// providers' currency (sent in every heartbeat): the broker refuses a
+	// reservation that would take the spend per hour above perHour or the
+	// projected month above perMonth.
+	// +optional
+	Budget *Budget `json:"budget,omitempty"`
 	// Intent is what the consumer wants, in plain words ("prioritise the
 	// greenest provider; latency is secondary"). Under the Choice policy
 	// a local model ranks the providers against it.
@@ -204,6 +213,27 @@ type MigrationBudget struct {
 	// +kubebuilder:validation:Maximum=604800
 	// +optional
 	WindowSeconds *int32 `json:"windowSeconds,omitempty"`
+}
+
+// Budget is a consumer's spend budget. Amounts are quantities in the
+// providers' currency, like their unitPrices ("2.50", "500", "1500m").
+// +kubebuilder:validation:XValidation:rule="!has(self.perHour) || (!string(self.perHour).startsWith('-') && quantity(string(self.perHour)).compareTo(quantity('1G')) <= 0)",message="perHour must be an amount from 0 to 1000000000"
+// +kubebuilder:validation:XValidation:rule="!has(self.perMonth) || (!string(self.perMonth).startsWith('-') && quantity(string(self.perMonth)).compareTo(quantity('1G')) <= 0)",message="perMonth must be an amount from 0 to 1000000000"
+type Budget struct {
+	// PerHour caps the spend per hour at the providers' current prices
+	// (0 to 1000000000).
+	// +optional
+	PerHour *resource.Quantity `json:"perHour,omitempty"`
+	// PerMonth caps what was spent this UTC month plus the spend per hour
+	// held until the month ends (0 to 1000000000).
+	// +optional
+	PerMonth *resource.Quantity `json:"perMonth,omitempty"`
+	// WarnAtPercent is the share of a limit from which the consoles show
+	// the budget as nearly used. Default 80.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	WarnAtPercent *int32 `json:"warnAtPercent,omitempty"`
 }
 
 // Thresholds are per-chunk re-evaluation thresholds: a move must save MORE
