@@ -3,7 +3,6 @@ package experiment
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -276,10 +275,10 @@ func (r *runner) sample(ctx context.Context, p Phase, start time.Time) {
 	}
 }
 
-// probeAll probes every provider from consumer j mod C's address.
+// probeAll probes every provider as consumer j mod C does (the same
+// network, estimator and concurrency bound, without the cache).
 func (r *runner) probeAll(ctx context.Context, p Phase, j int, ov *api.Overview) []Observation {
 	ci := j % len(r.consumers)
-	src := netip.MustParseAddr(r.fed.Consumers[ci].Address)
 	byEP := map[string]string{}
 	var eps []string
 	for _, a := range ov.Advertisements {
@@ -289,7 +288,7 @@ func (r *runner) probeAll(ctx context.Context, p Phase, j int, ov *api.Overview)
 		}
 	}
 	tau := r.cond.Tau(time.Now())
-	rtts := probe.NewProber(probe.ProberConfig{Probes: 5, TTL: time.Nanosecond, Source: src}).Measure(ctx, eps)
+	rtts := probe.NewProber(probe.ProberConfig{TTL: time.Nanosecond, Network: r.network(ci)}).Measure(ctx, eps)
 	var out []Observation
 	for ep, rtt := range rtts {
 		id := byEP[ep]
