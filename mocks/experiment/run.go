@@ -176,7 +176,7 @@ func (r *runner) start(ctx context.Context, dir string) error {
 	r.opts.Progress(fmt.Sprintf("starting the federation: %d providers, %d consumers (the demo's wiring)", len(provs), len(cons)))
 	fed, err := demo.Start(ctx, demo.Options{
 		DataDir: dir, Providers: provs, Consumers: cons, Scenario: sc, NoConsoles: true,
-		Carbon:     func(p demo.ProviderSpec) agentcmd.CarbonSource { return carbonSource{r, r.provIdx[p.ID]} },
+		Carbon:       func(p demo.ProviderSpec) agentcmd.CarbonSource { return carbonSource{r, r.provIdx[p.ID]} },
 		ProbeNetwork: probeNet, RandomSeed: r.cfg.Seed, PeeringDelay: cd.PeeringDelay.Duration, ScanInterval: cd.Scan.Duration,
 		ScaleDownUnneededTime: cd.ScaleDownUnneeded.Duration, AdvertiseInterval: cd.Advertisement.Duration,
 		Logger: r.log, Progress: func(s string) { r.log.Debug(s) },

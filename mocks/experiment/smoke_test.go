@@ -63,12 +63,22 @@ func TestSmokeExperiment(t *testing.T) {
 	if random.Multiple < 1.5*eco.Multiple {
 		t.Errorf("Random's multiple %.3f is not clearly above Eco's %.3f", random.Multiple, eco.Multiple)
 	}
-	checkOutputs(t, dir, s)
+	checkOutputs(t, dir, s, cfg)
 }
 
-func checkOutputs(t *testing.T, dir string, s *Summary) {
+// checkOutputs checks that every file and chart of the run is present and
+// parses: the CSVs with data (reservations in reserve mode only; probes
+// for latency), summary.md with phase B's row, the PNGs and SVGs.
+func checkOutputs(t *testing.T, dir string, s *Summary, cfg *Config) {
 	t.Helper()
-	for _, name := range []string{Files.Selections, Files.Reservations, Files.Observations, Files.Snapshots} {
+	csvs := []string{Files.Selections, Files.Observations, Files.Snapshots}
+	if cfg.Metric == MetricLatency {
+		csvs[1] = Files.Probes
+	}
+	if cfg.Mode == ModeReserve {
+		csvs = append(csvs, Files.Reservations)
+	}
+	for _, name := range csvs {
 		f, err := os.Open(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -88,8 +98,8 @@ func checkOutputs(t *testing.T, dir string, s *Summary) {
 		t.Errorf("summary.json: %v, %+v", err, back.Phases)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, Files.SummaryMD))
-	if err != nil || !strings.Contains(string(md), "| B | Eco |") {
-		t.Errorf("summary.md %q, %v: want the Eco row", md, err)
+	if row := "| B | " + string(cfg.Phases[1].Policy) + " |"; err != nil || !strings.Contains(string(md), row) {
+		t.Errorf("summary.md %q, %v: want the row %q", md, err, row)
 	}
 	for _, chart := range []string{Files.Timeline, Files.Boxes} {
 		f, err := os.Open(filepath.Join(dir, chart+".png"))
