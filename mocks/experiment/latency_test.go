@@ -1,11 +1,9 @@
 package experiment
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 )
 
 // latencyYAML is a small latency suite in observe mode: 2 consumers in
@@ -44,14 +42,7 @@ func TestLatencyExperiment(t *testing.T) {
 	}
 	for _, network := range []string{NetworkSimulated, NetworkUDP} {
 		t.Run(network, func(t *testing.T) {
-			cfg, err := ParseConfig([]byte(strings.Replace(latencyYAML, "NETWORK", network, 1)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg.Output = t.TempDir()
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
-			dir, s, err := Execute(ctx, cfg, Options{WorkDir: t.TempDir(), Progress: func(line string) { t.Log(line) }})
+			cfg, dir, s, err := execute(t, strings.Replace(latencyYAML, "NETWORK", network, 1))
 			if err != nil && (network == NetworkSimulated || !errors.Is(err, ErrNotComparable)) {
 				t.Fatal(err)
 			}

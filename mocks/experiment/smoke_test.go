@@ -35,14 +35,7 @@ func TestSmokeExperiment(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a federation for about a minute")
 	}
-	cfg, err := ParseConfig([]byte(smokeYAML))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Output = t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	dir, s, err := Execute(ctx, cfg, Options{WorkDir: t.TempDir(), Progress: func(line string) { t.Log(line) }})
+	cfg, dir, s, err := execute(t, smokeYAML)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +59,22 @@ func TestSmokeExperiment(t *testing.T) {
 		t.Errorf("Random's multiple %.3f is not clearly above Eco's %.3f", random.Multiple, eco.Multiple)
 	}
 	checkOutputs(t, dir, s, cfg)
+}
+
+// execute runs the suite of configuration yaml (the results and the
+// work folder in temporary folders, at most 3 minutes, progress to the
+// test log).
+func execute(t *testing.T, yaml string) (*Config, string, *Summary, error) {
+	t.Helper()
+	cfg, err := ParseConfig([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Output = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir, s, err := Execute(ctx, cfg, Options{WorkDir: t.TempDir(), Progress: func(line string) { t.Log(line) }})
+	return cfg, dir, s, err
 }
 
 // checkOutputs checks that every file and chart of the run is present and
