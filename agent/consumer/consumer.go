@@ -31,7 +31,6 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/health"
-	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
 	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -50,6 +49,13 @@ type Broker interface {
 type Peerer interface {
 	Peer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error
 	Unpeer(ctx context.Context, providerLiqoClusterID, kubeconfig string) error
+}
+
+// Prober measures the round trip to providers' probe endpoints
+// (*probe.Prober, over UDP or a simulated probe.Network): the estimate in
+// ms of every endpoint that answered.
+type Prober interface {
+	Measure(ctx context.Context, endpoints []string) map[string]float64
 }
 
 // Location is where the consumer cluster is.
@@ -76,7 +82,7 @@ type Config struct {
 	Broker Broker
 	Driver Peerer
 	// Prober measures providers under the Latency policy (nil: no re-mask).
-	Prober *probe.Prober
+	Prober Prober
 	// Geo locates the cluster from AdvertisedIP or NodeName's address.
 	Geo          GeoLookup
 	AdvertisedIP string

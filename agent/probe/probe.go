@@ -1,6 +1,7 @@
 // Package probe measures latency between clusters over UDP: a provider runs
 // an echo Responder (advertised as probeEndpoint), a consumer's Prober sends
-// it datagrams and takes the median round trip (reference §6.5).
+// it datagrams over a Network (UDP, the real one; the experiments simulate
+// one) and estimates the path's round trip from the replies.
 package probe
 
 import (
@@ -17,8 +18,11 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// Payload is the datagram a Prober sends. Any reply counts, so the stock
-// ghcr.io/liqotech/udpecho also works as a responder.
+// Payload opens every datagram a Prober sends; an 8-byte big-endian
+// sequence number follows it, so a late reply to an earlier probe is never
+// taken for the reply to a later one. The responder echoes the datagram
+// whole, as the stock ghcr.io/liqotech/udpecho does, so that works as a
+// responder too.
 const Payload = "fa-probe"
 
 // Responder echoes every UDP datagram back to its sender.
@@ -39,8 +43,8 @@ func (r *Responder) SetDelay(d time.Duration) { r.delay.Store(int64(d)) }
 // SetDelayFunc makes the delay before an echo depend on the sender's
 // address (nil: back to SetDelay's), so one machine can model a different
 // network distance from each simulated consumer, each on its own loopback
-// address (the experiments). fn must be safe for concurrent use and quick:
-// it runs on the responder's read loop.
+// address (the experiments' UDP network). fn must be safe for concurrent
+// use and quick: it runs on the responder's read loop.
 func (r *Responder) SetDelayFunc(fn func(from netip.Addr) time.Duration) {
 	if fn == nil {
 		r.delayFor.Store(nil)
@@ -69,8 +73,8 @@ func (r *Responder) Addr() *net.UDPAddr { return r.conn.LocalAddr().(*net.UDPAdd
 func (r *Responder) Serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { _ = r.conn.Close() })
 	defer stop()
-	// 1500 bytes: one Ethernet MTU; probes are 8 bytes, bigger datagrams
-	// are echoed truncated, which still counts as a reply.
+	// 1500 bytes: one Ethernet MTU; probes are 16 bytes, bigger datagrams
+	// are echoed truncated.
 	buf := make([]byte, 1500)
 	for {
 		n, from, err := r.conn.ReadFromUDP(buf)
@@ -96,17 +100,39 @@ func (r *Responder) Serve(ctx context.Context) error {
 // Close stops the responder.
 func (r *Responder) Close() error { return r.conn.Close() }
 
-// ProberConfig configures a Prober; zero values take the reference's
-// numbers.
+// Network carries probes to an endpoint: UDP is the real one; a simulation
+// (the experiments') answers from its latency model. It is the only part of
+// a measurement that differs between them: the Prober's cache, concurrency
+// bound and estimator are the same.
+type Network interface {
+	// Probe sends n probes to endpoint one after another, each waiting at
+	// most timeout for its own reply, and returns the round trip of every
+	// probe answered in time (an error, or none, when nothing answered).
+	Probe(ctx context.Context, endpoint string, n int, timeout time.Duration) ([]time.Duration, error)
+}
+
+// DefaultConcurrency is how many endpoints one Measure probes at once by
+// default: more would measure the prober's own scheduling (each endpoint's
+// probes are timed by a goroutine that must be scheduled when its reply
+// lands), fewer would serialise long lists.
+const DefaultConcurrency = 8
+
+// ProberConfig configures a Prober; zero values take the defaults.
 type ProberConfig struct {
-	// Probes per endpoint (default 5).
+	// Probes per endpoint (default 5, the reference's).
 	Probes int
 	// Timeout per probe (default 300 ms).
 	Timeout time.Duration
 	// TTL of a cached measurement (default 15 s).
-	TTL   time.Duration
-	Clock clock.PassiveClock
-	// Source is the address probes are sent from (invalid, the zero
+	TTL time.Duration
+	// Concurrency bounds how many endpoints one Measure probes at once
+	// (default DefaultConcurrency).
+	Concurrency int
+	Clock       clock.PassiveClock
+	// Network carries the probes (default UDP from Source, timed by
+	// Clock).
+	Network Network
+	// Source is the address UDP probes are sent from (invalid, the zero
 	// value: the kernel's choice). The simulations give each consumer its
 	// own loopback address, which a provider's echo can tell apart.
 	Source netip.Addr
@@ -135,20 +161,27 @@ func NewProber(cfg ProberConfig) *Prober {
 	if cfg.TTL <= 0 {
 		cfg.TTL = 15 * time.Second
 	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Network == nil {
+		cfg.Network = UDP{Source: cfg.Source, Clock: cfg.Clock}
 	}
 	return &Prober{cfg: cfg, cache: map[string]cached{}}
 }
 
-// Measure returns the median RTT in milliseconds of every endpoint that
-// answered, probing the endpoints concurrently; endpoints with a cached
-// result younger than the TTL are not probed again. Endpoints that never
-// answered are absent from the result.
+// Measure returns the estimated round trip in milliseconds (Estimate of
+// its probes) of every endpoint that answered, probing at most
+// Concurrency endpoints at once; endpoints with a cached result younger
+// than the TTL are not probed again. Endpoints that never answered are
+// absent from the result.
 func (p *Prober) Measure(ctx context.Context, endpoints []string) map[string]float64 {
 	out := map[string]float64{}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var mu sync.Mutex // guards out
+	var todo []string
 	for _, ep := range slices.Compact(slices.Sorted(slices.Values(endpoints))) {
 		if ep == "" {
 			continue
@@ -156,23 +189,31 @@ func (p *Prober) Measure(ctx context.Context, endpoints []string) map[string]flo
 		p.mu.Lock()
 		c, ok := p.cache[ep]
 		p.mu.Unlock()
-		if ok && p.cfg.Clock.Since(c.at) < p.cfg.TTL {
-			if c.rtt >= 0 {
-				mu.Lock() // probes of other endpoints may be writing out
-				out[ep] = c.rtt
-				mu.Unlock()
-			}
-			continue
+		if !ok || p.cfg.Clock.Since(c.at) >= p.cfg.TTL {
+			todo = append(todo, ep)
+		} else if c.rtt >= 0 {
+			out[ep] = c.rtt
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rtt, err := p.measure(ctx, ep)
+	}
+	slots := make(chan struct{}, p.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for _, ep := range todo {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			rtts, err := p.cfg.Network.Probe(ctx, ep, p.cfg.Probes, p.cfg.Timeout)
 			if ctx.Err() != nil {
-				return
+				return // cancelled: neither an answer nor a silence
 			}
-			if err != nil {
-				rtt = -1
+			rtt := -1.0
+			if err == nil && len(rtts) > 0 {
+				rtt = Estimate(rtts)
 			}
 			p.mu.Lock()
 			p.cache[ep] = cached{rtt: rtt, at: p.cfg.Clock.Now()}
@@ -182,47 +223,22 @@ func (p *Prober) Measure(ctx context.Context, endpoints []string) map[string]flo
 				out[ep] = rtt
 				mu.Unlock()
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	return out
 }
 
-// measure sends the probes to ep one after another and returns the median
-// of the replies in ms.
-func (p *Prober) measure(ctx context.Context, ep string) (float64, error) {
-	var d net.Dialer
-	if p.cfg.Source.IsValid() {
-		d.LocalAddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(p.cfg.Source, 0))
-	}
-	conn, err := d.DialContext(ctx, "udp", ep)
-	if err != nil {
-		return 0, fmt.Errorf("probe endpoint %q: %w", ep, err)
-	}
-	defer conn.Close()
-	buf := make([]byte, 64)
-	var rtts []float64
-	for range p.cfg.Probes {
-		if ctx.Err() != nil {
-			break
-		}
-		start := p.cfg.Clock.Now()
-		if err := conn.SetDeadline(start.Add(p.cfg.Timeout)); err != nil {
-			return 0, err
-		}
-		if _, err := conn.Write([]byte(Payload)); err != nil {
-			continue
-		}
-		if _, err := conn.Read(buf); err != nil {
-			continue
-		}
-		rtts = append(rtts, float64(p.cfg.Clock.Since(start).Microseconds())/1000)
-	}
-	if len(rtts) == 0 {
-		return 0, fmt.Errorf("probe endpoint %q: no reply to %d probes", ep, p.cfg.Probes)
-	}
-	return Median(rtts), nil
+// Estimate is a path's round trip in ms from its probes' round trips: the
+// minimum, as ping's and TCP's min-RTT take it. Queueing and scheduling
+// only ever add delay to a probe, so the fastest reply is the closest to
+// the path's latency; docs/agents.md has the measurement that chose it
+// over the reference's median. rtts must not be empty.
+func Estimate(rtts []time.Duration) float64 {
+	return ms(slices.Min(rtts))
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // Median returns the median of xs (the mean of the middle two for an even
 // count); xs must not be empty.

@@ -139,6 +139,10 @@ type Options struct {
 	// Carbon, when set, is each provider's carbon source instead of
 	// mock-eco (the experiments' seeded conditions).
 	Carbon func(ProviderSpec) agentcmd.CarbonSource
+	// ProbeNetwork, when set, carries each consumer's latency probes
+	// instead of UDP from the consumer's own loopback address (the
+	// experiments' simulated network, answering from their latency model).
+	ProbeNetwork func(ConsumerSpec) probe.Network
 	// RandomSeed seeds the broker's Random placement policy.
 	RandomSeed uint64
 	// PeeringDelay is the simulated Liqo's virtual-node start-up delay.
@@ -873,7 +877,11 @@ func (f *Federation) startConsumer(ctx context.Context, o Options, w *world, i i
 	source := netip.MustParseAddr(address) // probes leave from the consumer's own address
 	d.TuneConsumer = func(c *consumer.Config) {
 		c.Interval, c.PolicyPoll, c.Resync = ag.ConsumerHeartbeat.Duration, ag.PolicyPoll.Duration, ag.Resync.Duration
-		c.Prober = probe.NewProber(probe.ProberConfig{TTL: ag.ProbeTTL.Duration, Source: source})
+		pc := probe.ProberConfig{TTL: ag.ProbeTTL.Duration, Source: source}
+		if o.ProbeNetwork != nil {
+			pc.Network = o.ProbeNetwork(spec)
+		}
+		c.Prober = probe.NewProber(pc)
 	}
 	a, err := assemble(ctx, o, api.RoleConsumer, d)
 	if err != nil {

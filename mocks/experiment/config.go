@@ -122,6 +122,21 @@ type CarbonConfig struct {
 	GreenFraction   []float64       `json:"greenFraction"`
 }
 
+// Networks the consumers' latency probes travel over.
+const (
+	// NetworkSimulated answers every probe from the latency model (plus
+	// JitterMs) without waiting: what the probes measure does not depend
+	// on the machine's load. The default.
+	NetworkSimulated = "simulated"
+	// NetworkUDP sends real UDP probes on loopback; each provider's echo
+	// waits the pair's round trip before answering, so a CPU-starved
+	// process measures its own scheduling delay on top.
+	NetworkUDP = "udp"
+)
+
+// MaxJitterMs bounds latency.jitterMs.
+const MaxJitterMs = 50
+
 // LatencyConfig is the latency generator: every RefreshInterval each
 // (consumer, provider) pair's round trip is the great-circle distance ×
 // MsPerKm plus a uniform draw in [MinMs, MaxMs].
@@ -132,6 +147,12 @@ type LatencyConfig struct {
 	// MsPerKm is the distance term (default the demo's 0.01 ms/km: light
 	// in fibre; 0: pure random, as the reference's generator).
 	MsPerKm *float64 `json:"msPerKm,omitempty"`
+	// Network is what the probes travel over: simulated (default) or udp.
+	Network string `json:"network,omitempty"`
+	// JitterMs is the simulated network's measurement noise: each probe's
+	// round trip is the model's plus an exponential draw of this mean
+	// (one-sided, as queueing is). Default 1 ms; udp ignores it.
+	JitterMs *float64 `json:"jitterMs,omitempty"`
 }
 
 // Cadences are the agents' and the CA stand-in's periods: short enough
@@ -205,6 +226,13 @@ func (c *Config) defaults() {
 	if c.Latency.MsPerKm == nil {
 		v := float64(demo.RTTPerKM) / float64(time.Millisecond)
 		c.Latency.MsPerKm = &v
+	}
+	if c.Latency.Network == "" {
+		c.Latency.Network = NetworkSimulated
+	}
+	if c.Latency.JitterMs == nil {
+		v := 1.0
+		c.Latency.JitterMs = &v
 	}
 	if c.Offset == nil {
 		c.Offset = &metav1.Duration{Duration: c.refresh() / 2}
@@ -370,6 +398,12 @@ func (c *Config) validateLatency(add func(string, ...any)) {
 		if lc.MsPerKm != nil && (*lc.MsPerKm < 0 || *lc.MsPerKm > 0.0125) {
 			add("latency.msPerKm %v: use 0 to 0.0125 (half the Earth's circumference then stays under the probes' timeout)", *lc.MsPerKm)
 		}
+	}
+	if lc.Network != NetworkSimulated && lc.Network != NetworkUDP {
+		add("latency.network %q: use %q (probes answered from the latency model) or %q (real UDP probes on loopback)", lc.Network, NetworkSimulated, NetworkUDP)
+	}
+	if lc.JitterMs != nil && (*lc.JitterMs < 0 || *lc.JitterMs > MaxJitterMs) {
+		add("latency.jitterMs %v: use 0 to %d ms (the simulated probes' mean added noise)", *lc.JitterMs, MaxJitterMs)
 	}
 }
 

@@ -27,6 +27,9 @@ func TestParseConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.Latency.Network != NetworkSimulated || *c.Latency.JitterMs != 1 {
+		t.Errorf("latency defaults: network %q, jitter %v ms; want simulated, 1", c.Latency.Network, *c.Latency.JitterMs)
+	}
 	if c.Mode != ModeReserve || c.Demand != 1 || c.Output != "results" || c.Offset.Duration != 5*time.Second {
 		t.Fatalf("defaults: mode %q demand %d output %q offset %s", c.Mode, c.Demand, c.Output, c.Offset.Duration)
 	}
@@ -57,6 +60,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"mode", "seed: 1", "seed: 1\nmode: watch", `mode "watch"`},
 		{"suite", "suite: t", "suite: a/b", `suite "a/b"`},
 		{"latency without refresh", "metric: carbon", "metric: latency", "latency.refreshInterval: set how often"},
+		{"latency network", "seed: 1", "seed: 1\nlatency: {network: tcp}", `latency.network "tcp": use "simulated"`},
+		{"latency jitter", "seed: 1", "seed: 1\nlatency: {jitterMs: -1}", "latency.jitterMs -1: use 0 to 50 ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if !strings.Contains(validYAML, tc.replace) {

@@ -3,7 +3,7 @@ package experiment
 import (
 	"context"
 	"fmt"
-	"net/netip"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -243,11 +243,20 @@ func cmpFloat(a, b float64) int {
 // sample takes a federation snapshot and the phase's observations every
 // SampleEvery (at the same relative instants in every phase): the
 // broker's carbon of every provider, or a probe of every provider from one
-// consumer (in turn) for latency.
+// consumer (in turn) for latency. A sample's index is the slot of the
+// instant it was taken at (⌊τ ÷ SampleEvery⌋): a sampler starved of CPU
+// skips slots rather than comparing one phase's late instant with
+// another's timely one.
 func (r *runner) sample(ctx context.Context, p Phase, start time.Time) {
+	every := r.cfg.SampleEvery.Duration
 	for j := 0; ; j++ {
-		if r.wait(ctx, start.Add(time.Duration(j)*r.cfg.SampleEvery.Duration)) != nil {
+		if r.wait(ctx, start.Add(time.Duration(j)*every)) != nil {
 			return
+		}
+		j = max(j, int(r.cond.Tau(time.Now())/every))
+		var obs []Observation
+		if r.cfg.Metric == MetricLatency {
+			obs = r.probeAll(ctx, p, j)
 		}
 		ov, err := r.overview(ctx)
 		if err != nil {
@@ -256,7 +265,6 @@ func (r *runner) sample(ctx context.Context, p Phase, start time.Time) {
 		r.last.Store(ov)
 		tau := r.cond.Tau(time.Now())
 		var snaps []Snapshot
-		var obs []Observation
 		for _, a := range ov.Advertisements {
 			pi, ok := r.provIdx[a.ClusterID]
 			if !ok {
@@ -268,32 +276,27 @@ func (r *runner) sample(ctx context.Context, p Phase, start time.Time) {
 				obs = append(obs, Observation{Phase: p.Name, Sample: j, Tau: tau, Provider: a.ClusterID, Observed: *a.CarbonIntensity, Truth: r.cond.CarbonAt(tau, pi)})
 			}
 		}
-		if r.cfg.Metric == MetricLatency {
-			obs = r.probeAll(ctx, p, j, ov)
-		}
 		r.rec.addSnapshots(snaps)
 		r.rec.addObservations(obs)
 	}
 }
 
-// probeAll probes every provider from consumer j mod C's address.
-func (r *runner) probeAll(ctx context.Context, p Phase, j int, ov *api.Overview) []Observation {
+// probeAll probes every provider's echo as consumer j mod C does (the
+// same network, estimator and concurrency bound, without the cache),
+// first thing in sample slot j.
+func (r *runner) probeAll(ctx context.Context, p Phase, j int) []Observation {
 	ci := j % len(r.consumers)
-	src := netip.MustParseAddr(r.fed.Consumers[ci].Address)
-	byEP := map[string]string{}
-	var eps []string
-	for _, a := range ov.Advertisements {
-		if a.ProbeEndpoint != "" {
-			byEP[a.ProbeEndpoint] = a.ClusterID
-			eps = append(eps, a.ProbeEndpoint)
-		}
+	byEP := map[string]int{}
+	if m := r.endpoints.Load(); m != nil {
+		byEP = *m
 	}
+	eps := slices.Collect(maps.Keys(byEP))
 	tau := r.cond.Tau(time.Now())
-	rtts := probe.NewProber(probe.ProberConfig{Probes: 5, TTL: time.Nanosecond, Source: src}).Measure(ctx, eps)
+	rtts := probe.NewProber(probe.ProberConfig{TTL: time.Nanosecond, Network: r.network(ci)}).Measure(ctx, eps)
 	var out []Observation
 	for ep, rtt := range rtts {
-		id := byEP[ep]
-		out = append(out, Observation{Phase: p.Name, Sample: j, Tau: tau, Consumer: r.consumers[ci].ID, Provider: id, Observed: rtt, Truth: r.cond.LatencyAt(tau, ci, r.provIdx[id])})
+		pi := byEP[ep]
+		out = append(out, Observation{Phase: p.Name, Sample: j, Tau: tau, Consumer: r.consumers[ci].ID, Provider: r.providers[pi].ID, Observed: rtt, Truth: r.cond.LatencyAt(tau, ci, pi)})
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/agentcmd"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/geo"
@@ -67,6 +68,9 @@ type runner struct {
 	started   time.Time
 	// last is the sampler's latest overview.
 	last atomic.Pointer[api.Overview]
+	// endpoints maps each provider's probe endpoint to its index (set
+	// once the federation started).
+	endpoints atomic.Pointer[map[string]int]
 }
 
 // Run builds the federation, runs every phase and returns what it saw;
@@ -165,11 +169,15 @@ func (r *runner) start(ctx context.Context, dir string) error {
 		cons = append(cons, demo.ConsumerSpec{ID: s.ID, Region: s.Region, Host: byte(demo.MinExtraConsumerHost + i)})
 	}
 	cd := r.cfg.Cadences
+	var probeNet func(demo.ConsumerSpec) probe.Network
+	if r.cfg.Latency.Network == NetworkSimulated {
+		probeNet = func(s demo.ConsumerSpec) probe.Network { return r.simNetwork(r.consIdx[s.ID]) }
+	}
 	r.opts.Progress(fmt.Sprintf("starting the federation: %d providers, %d consumers (the demo's wiring)", len(provs), len(cons)))
 	fed, err := demo.Start(ctx, demo.Options{
 		DataDir: dir, Providers: provs, Consumers: cons, Scenario: sc, NoConsoles: true,
-		Carbon:     func(p demo.ProviderSpec) agentcmd.CarbonSource { return carbonSource{r, r.provIdx[p.ID]} },
-		RandomSeed: r.cfg.Seed, PeeringDelay: cd.PeeringDelay.Duration, ScanInterval: cd.Scan.Duration,
+		Carbon:       func(p demo.ProviderSpec) agentcmd.CarbonSource { return carbonSource{r, r.provIdx[p.ID]} },
+		ProbeNetwork: probeNet, RandomSeed: r.cfg.Seed, PeeringDelay: cd.PeeringDelay.Duration, ScanInterval: cd.Scan.Duration,
 		ScaleDownUnneededTime: cd.ScaleDownUnneeded.Duration, AdvertiseInterval: cd.Advertisement.Duration,
 		Logger: r.log, Progress: func(s string) { r.log.Debug(s) },
 	})
@@ -185,7 +193,15 @@ func (r *runner) start(ctx context.Context, dir string) error {
 		}
 		r.local = append(r.local, cl)
 	}
+	endpoints := map[string]int{}
 	for _, p := range fed.Providers {
+		endpoints[p.ProbeAddr] = r.provIdx[p.Spec.ID]
+	}
+	r.endpoints.Store(&endpoints)
+	for _, p := range fed.Providers {
+		if r.cfg.Latency.Network != NetworkUDP {
+			break // the simulated network answers without the echoes
+		}
 		pi := r.provIdx[p.Spec.ID]
 		p.ProbeResponder().SetDelayFunc(func(from netip.Addr) time.Duration {
 			c, ok := r.byAddr[from]

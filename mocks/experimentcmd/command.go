@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -19,7 +20,7 @@ import (
 
 // NewCommand returns the `experiment` subcommand.
 func NewCommand() *cobra.Command {
-	var config, output string
+	var config, output, cpuProfile string
 	cmd := &cobra.Command{
 		Use:   "experiment --config FILE",
 		Short: "Run a paired policy experiment on a simulated federation and write its results",
@@ -50,6 +51,13 @@ Exits 1 when a phase failed the replay check (its comparison is refused).`,
 			for _, w := range cfg.Warnings() {
 				fmt.Fprintf(out, "WARNING: %s\n", w)
 			}
+			if cpuProfile != "" {
+				stopProfile, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stopProfile()
+			}
 			start := time.Now()
 			progress := func(s string) { fmt.Fprintf(out, "[%6.1fs] %s\n", time.Since(start).Seconds(), s) }
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -64,9 +72,27 @@ Exits 1 when a phase failed the replay check (its comparison is refused).`,
 	}
 	cmd.Flags().StringVar(&config, "config", "", "the experiment's configuration (YAML or JSON; docs/experiments.md) (required)")
 	cmd.Flags().StringVar(&output, "output", "", "results root (default: the configuration's output, else results)")
+	cmd.Flags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	_ = cmd.MarkFlagRequired("config")
 	cmd.AddCommand(newTableCommand())
 	return cmd
+}
+
+// startCPUProfile profiles the process's CPU into path until the
+// returned function is called.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 func newTableCommand() *cobra.Command {

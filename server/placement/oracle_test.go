@@ -218,11 +218,13 @@ func (m *model) view(consumerID string, all bool) api.NodeGroupListResponse {
 			var kept []*mgroup
 			blocked := false
 			for _, g := range o {
+				// Three, and the ties at the third's distance (one city)
+				// up to the cap.
+				if n := len(kept); n == LatencyShortlistMax || n >= 3 && g.dist > kept[n-1].dist {
+					break
+				}
 				if g.headroom > 0 {
 					kept = append(kept, g)
-					if len(kept) == 3 {
-						break
-					}
 				} else if g.mine.InFlight > 0 && len(kept) == 0 {
 					blocked = true
 					break

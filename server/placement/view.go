@@ -14,8 +14,15 @@ import (
 )
 
 // latencyShortlistSize is how many nearest providers per chunk type stay
-// growable under Latency.
+// growable under Latency; providers tied at the farthest kept distance
+// (one city) stay too, up to LatencyShortlistMax, so that the consumer's
+// measured RTT, not the id, decides among equal distances.
 const latencyShortlistSize = 3
+
+// LatencyShortlistMax bounds a Latency shortlist with distance ties: the
+// consumer agent probes every provider on it. Past it, ties are broken
+// by id.
+const LatencyShortlistMax = 16
 
 // viewCtx is the state of one View call (under the read lock).
 type viewCtx struct {
@@ -53,7 +60,8 @@ type viewCtx struct {
 // this consumer's live chunks); every other group has maxSize =
 // currentReserved. Under Standard, Price, Eco and Weighted exactly one group
 // per chunk type is growable (none while this consumer's peerings on a
-// better-ranked full provider settle); under Latency up to three nearest.
+// better-ranked full provider settle); under Latency up to three nearest
+// (more when tied at the third's distance, up to LatencyShortlistMax).
 // Providers that do not share with the consumer never appear; unavailable
 // providers are never growable.
 //
@@ -418,8 +426,9 @@ func (v *viewCtx) rankOrder(ti int) (*btree.BTreeG[rankItem], func(*provState) r
 	return tr.std, func(ps *provState) rankItem { return rankItem{f: v.ix.standardKey(ps, ti), id: ps.p.ID} }, lessFloat
 }
 
-// latency keeps up to three nearest providers with head-room growable
-// (great-circle distance from the consumer), nearest first; a full
+// latency keeps the three nearest providers with head-room growable
+// (great-circle distance from the consumer), nearest first, and those
+// tied with the third (up to LatencyShortlistMax); a full
 // provider with this consumer's peerings in flight met before anything was
 // kept masks the type. When no provider with coordinates has head-room,
 // the Standard order picks one last-resort provider. With an explainer the
@@ -433,13 +442,15 @@ func (v *viewCtx) latency(ti int) {
 	done := false
 	v.nearest(ti, func(ps *provState, dist float64) bool {
 		v.ex.meet(ti, ps)
+		if n := len(kept); n == LatencyShortlistMax || n >= latencyShortlistSize && dist > kept[n-1].dist {
+			done = true // full, and every tie at its farthest distance kept
+		}
 		if done {
-			return true
+			return v.ex != nil
 		}
 		switch v.classify(ps, ti) {
 		case usable:
 			kept = append(kept, cand{ps, dist})
-			done = len(kept) == latencyShortlistSize
 		case blocking:
 			if len(kept) == 0 {
 				v.blockedBy[ti], done = ps.p.ID, true

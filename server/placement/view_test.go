@@ -269,6 +269,43 @@ func TestViewPolicies(t *testing.T) {
 			applied:   api.PlacementLatency,
 			shortlist: true,
 		},
+		// Distance ties (one city) at the third's distance stay on the
+		// shortlist: the consumer's measured RTT decides among them, not
+		// the id.
+		{
+			name: "latency keeps the providers tied with the third",
+			providers: []Provider{
+				prov("paris-c", 4, at(48.86, 2.35)), prov("milan", 4, at(45.46, 9.19)), prov("paris-a", 4, at(48.86, 2.35)),
+				prov("frankfurt", 4, at(50.11, 8.68)), prov("madrid", 4, at(40.42, -3.70)), prov("paris-b", 4, at(48.86, 2.35)),
+			},
+			consumer:  consumer(c1, api.PlacementLatency, located(45.07, 7.69)),
+			want:      "ng-frankfurt-standard 4/0 m=565.3043; ng-milan-standard 4/0 m=125.1446; ng-paris-a-standard 4/0 m=584.3614; ng-paris-b-standard 4/0 m=584.3614; ng-paris-c-standard 4/0 m=584.3614",
+			applied:   api.PlacementLatency,
+			shortlist: true,
+		},
+		{
+			name: "latency keeps every provider of the nearest city, and no farther one",
+			providers: []Provider{
+				prov("m4", 4, at(45.46, 9.19)), prov("m2", 4, at(45.46, 9.19)), prov("m1", 4, at(45.46, 9.19)),
+				prov("m3", 4, at(45.46, 9.19)), prov("frankfurt", 4, at(50.11, 8.68)),
+			},
+			consumer:  consumer(c1, api.PlacementLatency, located(45.07, 7.69)),
+			want:      "ng-m1-standard 4/0 m=125.1446; ng-m2-standard 4/0 m=125.1446; ng-m3-standard 4/0 m=125.1446; ng-m4-standard 4/0 m=125.1446",
+			applied:   api.PlacementLatency,
+			shortlist: true,
+		},
+		{
+			name: "latency ties behind a full provider: the full one is skipped, the ties kept",
+			providers: []Provider{
+				prov("milan", 4, at(45.46, 9.19)), prov("paris-a", 4, at(48.86, 2.35)), prov("paris-b", 4, at(48.86, 2.35)),
+				prov("frankfurt", 4, at(50.11, 8.68)), prov("madrid", 4, at(40.42, -3.70)),
+			},
+			consumer:  consumer(c1, api.PlacementLatency, located(45.07, 7.69)),
+			usage:     []usageSet{{"frankfurt", api.ChunkStandard, c2, Usage{Live: 4}}},
+			want:      "ng-milan-standard 4/0 m=125.1446; ng-paris-a-standard 4/0 m=584.3614; ng-paris-b-standard 4/0 m=584.3614",
+			applied:   api.PlacementLatency,
+			shortlist: true,
+		},
 		// Bug #12 fixed: one candidate is no shortlist.
 		{
 			name:      "a single latency candidate is not a shortlist",
@@ -469,6 +506,23 @@ func TestViewPolicies(t *testing.T) {
 				t.Error("nodeGroups is nil; it must serialise as []")
 			}
 		})
+	}
+}
+
+// TestLatencyShortlistMax: ties past LatencyShortlistMax are broken by
+// id (the consumer agent probes every provider on the shortlist).
+func TestLatencyShortlistMax(t *testing.T) {
+	ix := NewIndex(DefaultChunkConfig())
+	for i := range LatencyShortlistMax + 4 {
+		ix.UpsertProvider(prov(fmt.Sprintf("milan-%02d", i), 4, at(45.46, 9.19)))
+	}
+	ix.UpsertConsumer(consumer("c1", api.PlacementLatency, located(45.07, 7.69)))
+	got := ix.View("c1", false)
+	if len(got.NodeGroups) != LatencyShortlistMax || !got.LatencyShortlist {
+		t.Fatalf("%d growable groups (shortlist %v), want %d", len(got.NodeGroups), got.LatencyShortlist, LatencyShortlistMax)
+	}
+	if last := got.NodeGroups[LatencyShortlistMax-1].ProviderClusterID; last != fmt.Sprintf("milan-%02d", LatencyShortlistMax-1) {
+		t.Errorf("last kept %s, want the first %d by id", last, LatencyShortlistMax)
 	}
 }
 
