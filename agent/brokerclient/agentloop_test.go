@@ -51,22 +51,19 @@ func TestAgentLoopWiring(t *testing.T) {
 			w.Handlers = map[api.InstructionKind]Handler{
 				api.KindPeer: func(ctx context.Context, _ api.InstructionView) (*api.InstructionPayload, error) {
 					close(running)
-					<-release
-					return &api.InstructionPayload{Kind: api.PayloadPeer}, nil
+					select {
+					case <-release:
+						return &api.InstructionPayload{Kind: api.PayloadPeer}, nil
+					case <-ctx.Done():
+						return nil, ctx.Err()
+					}
 				},
 			}
 			l, err := NewAgentLoop(LoopConfig{PollInterval: 5 * time.Millisecond, BusyInterval: 5 * time.Millisecond}, w)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				_ = l.Run(ctx)
-			}()
-			defer func() { cancel(); <-done }()
-
+			runLoop(t, l)
 			<-running
 			if tc.tracked {
 				if got := w.Tracker.Report().RunningHandlers; !slices.Equal(got, []string{"peer-a"}) {
