@@ -92,3 +92,16 @@ func Logger(cmd *cobra.Command) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-format %q: use text or json", format)
 	}
 }
+
+// WithLogger is a command's RunE that builds the logger of --log-level and
+// --log-format (Logger) and runs run with it; a bad flag value is the
+// command's error.
+func WithLogger(run func(cmd *cobra.Command, log *slog.Logger) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		log, err := Logger(cmd)
+		if err != nil {
+			return err
+		}
+		return run(cmd, log)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -199,21 +200,14 @@ func consumerGroupsProblem(ov api.Overview, got consumerGroupsShown, currency st
 // nothing wrong, failing after truthDeadline with the last problem.
 func pollTruth(u *ui, tg *Target, what string, check func(api.Overview) string) {
 	u.t.Helper()
-	deadline := time.Now().Add(truthDeadline)
-	for {
+	testpoll.UntilSeen(u.t, truthDeadline, what, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		ov, err := tg.BrokerOverview(ctx)
 		cancel()
 		u.ok(err, "read the broker's state")
 		problem := check(ov)
-		if problem == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			u.t.Fatalf("%s: after %v %s", what, truthDeadline, problem)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return problem == "", problem
+	})
 }
 
 func cellText(u *ui, p playwright.Page, testid string) string {

@@ -2,12 +2,14 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web/live"
 )
@@ -153,11 +155,8 @@ func samplesOf(d *Dashboard, id string) int {
 // waitSampled polls (10 s at most) until the history of id holds n samples.
 func waitSampled(t *testing.T, d *Dashboard, id string, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for samplesOf(d, id) != n {
-		if time.Now().After(deadline) {
-			t.Fatalf("history of %s holds %d samples, want %d", id, samplesOf(d, id), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testpoll.UntilSeen(t, 10*time.Second, fmt.Sprintf("%d samples in the history of %s", n, id), func() (bool, string) {
+		got := samplesOf(d, id)
+		return got == n, fmt.Sprintf("%d samples", got)
+	})
 }

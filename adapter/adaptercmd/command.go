@@ -83,13 +83,9 @@ unmodified Cluster Autoscaler at it with --cloud-provider=externalgrpc and a
 cloud-config naming this address and the adapter PKI's client certificate
 (docs/adapter.md).`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := cli.Logger(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: cli.WithLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			return Run(cmd.Context(), o, log, nil)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Listen, "listen", ":8086", "gRPC listen address for the Cluster Autoscaler")

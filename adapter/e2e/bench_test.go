@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/protos"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 )
 
 // BenchmarkIncreaseSizeRealStack measures IncreaseSize through the real
@@ -32,34 +33,31 @@ func benchIncrease(b *testing.B, defaultRateLimit bool) {
 	const id = "ng-p1-standard"
 	room := func(atLeast int32) {
 		b.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testpoll.UntilSeen(b, 30*time.Second, fmt.Sprintf("group %s with %d free chunks and no instances", id, atLeast), func() (bool, string) {
 			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
 			r, err := cl.NodeGroups(c, &protos.NodeGroupsRequest{})
 			var t *protos.NodeGroupTargetSizeResponse
 			if err == nil {
 				t, err = cl.NodeGroupTargetSize(c, &protos.NodeGroupTargetSizeRequest{Id: id})
 			}
-			cancel()
-			if err == nil {
-				for _, g := range r.GetNodeGroups() {
-					if g.GetId() == id && t.GetTargetSize() == 0 && g.GetMaxSize() >= atLeast {
-						return
-					}
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, g := range r.GetNodeGroups() {
+				if g.GetId() == id {
+					return t.GetTargetSize() == 0 && g.GetMaxSize() >= atLeast, fmt.Sprintf("target size %d, max size %d", t.GetTargetSize(), g.GetMaxSize())
 				}
 			}
-			if time.Now().After(deadline) {
-				b.Fatalf("group %s never had %d free chunks and no instances (last err %v)", id, atLeast, err)
-			}
-			time.Sleep(20 * time.Millisecond) // polling the broker's view, not waiting for luck
-		}
+			return false, "no such group"
+		})
 	}
 	// drain deletes every instance, retrying while the broker rate-limits.
 	drain := func() {
 		b.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		testpoll.UntilNil(b, 30*time.Second, "draining "+id+" (rate-limited: retried)", func() error {
 			c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
 			r, err := cl.NodeGroupNodes(c, &protos.NodeGroupNodesRequest{Id: id})
 			var nodes []*protos.ExternalGrpcNode
 			for _, in := range r.GetInstances() {
@@ -70,15 +68,8 @@ func benchIncrease(b *testing.B, defaultRateLimit bool) {
 			if err == nil && len(nodes) > 0 {
 				_, err = cl.NodeGroupDeleteNodes(c, &protos.NodeGroupDeleteNodesRequest{Id: id, Nodes: nodes})
 			}
-			cancel()
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("draining %s: %v", id, err)
-			}
-			time.Sleep(100 * time.Millisecond) // rate-limited: try again
-		}
+			return err
+		})
 	}
 	for _, delta := range []int32{1, 5, 10} {
 		b.Run(fmt.Sprintf("delta=%d", delta), func(b *testing.B) {

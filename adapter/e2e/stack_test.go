@@ -457,17 +457,7 @@ func describe(l *autoscaler.Loop) string {
 }
 
 func steady(n int) func(*autoscaler.Loop) bool {
-	return func(l *autoscaler.Loop) bool {
-		if l.Registered() != n || l.Targets() != int32(n) {
-			return false
-		}
-		for _, g := range l.Groups {
-			if len(g.Unregistered)+len(g.Failed)+len(g.Deleting) > 0 {
-				return false
-			}
-		}
-		return true
-	}
+	return func(l *autoscaler.Loop) bool { return l.Steady(n) }
 }
 
 func registeredPer(l *autoscaler.Loop) map[string]int {

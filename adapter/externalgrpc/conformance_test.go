@@ -125,17 +125,7 @@ func (w *world) perProvider() map[string]int {
 }
 
 func steady(n int) func(*autoscaler.Loop) bool {
-	return func(l *autoscaler.Loop) bool {
-		if l.Registered() != n || l.Targets() != int32(n) {
-			return false
-		}
-		for _, g := range l.Groups {
-			if len(g.Unregistered)+len(g.Failed)+len(g.Deleting) > 0 {
-				return false
-			}
-		}
-		return true
-	}
+	return func(l *autoscaler.Loop) bool { return l.Steady(n) }
 }
 
 func TestConformanceFakeAgent(t *testing.T) {

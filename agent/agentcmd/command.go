@@ -9,6 +9,7 @@ package agentcmd
 
 import (
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -116,13 +117,9 @@ behaviour.`,
       --sharing-file /etc/fa/sharing.yaml --probe-listen :5000
   federation-autoscaler agent --role consumer --bundle consumer-1.tar.gz --liqo-driver sim`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := cli.Logger(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: cli.WithLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			return Run(cmd.Context(), o, log)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.Role, "role", "", "provider or consumer (required; must match the bundle's role when it records one)")

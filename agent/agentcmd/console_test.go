@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 )
 
 // TestConsoles logs in to both agents' consoles: the provider's with the
@@ -64,20 +66,22 @@ func TestConsoles(t *testing.T) {
 			}
 			if tc.name == "consumer" {
 				// The agent heartbeats at start: the console shows when.
-				deadline := time.Now().Add(20 * time.Second)
-				for strings.Contains(string(body), "never") {
-					if time.Now().After(deadline) {
-						i := strings.Index(string(body), "never")
-						t.Fatalf("the consumer console still says 'never': …%s…", string(body)[max(0, i-200):i+10])
+				fresh := true // body is the page just after login
+				testpoll.UntilSeen(t, 20*time.Second, "the consumer console to show the first heartbeat (not 'never')", func() (bool, string) {
+					if !fresh {
+						resp, err := c.Get(base + "/")
+						if err != nil {
+							t.Fatal(err)
+						}
+						body, _ = io.ReadAll(resp.Body)
+						resp.Body.Close()
 					}
-					time.Sleep(100 * time.Millisecond) // polling the page with a deadline
-					resp, err := c.Get(base + "/")
-					if err != nil {
-						t.Fatal(err)
+					fresh = false
+					if i := strings.Index(string(body), "never"); i >= 0 {
+						return false, "…" + string(body)[max(0, i-200):i+10] + "…"
 					}
-					body, _ = io.ReadAll(resp.Body)
-					resp.Body.Close()
-				}
+					return true, ""
+				})
 			}
 		})
 	}

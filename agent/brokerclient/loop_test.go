@@ -70,6 +70,12 @@ func startLoop(t *testing.T, src InstructionSource, h map[api.InstructionKind]Ha
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runLoop(t, l)
+}
+
+// runLoop runs l until the test ends.
+func runLoop(t *testing.T, l *Loop) *Loop {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

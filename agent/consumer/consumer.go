@@ -225,7 +225,17 @@ func New(cfg Config) (*Agent, error) {
 	a.buildStreak = cfg.Tracker.NewStreak("Building the heartbeat (reading ConsumerPolicies)", a.log, cfg.Clock, true)
 	a.projStreak = cfg.Tracker.NewStreak("Projecting virtual nodes (Kubernetes API)", a.log, cfg.Clock, true)
 	a.proj = newProjector(a)
-	if a.loop, err = brokerclient.NewLoop(a.loopConfig()); err != nil {
+	if a.loop, err = brokerclient.NewAgentLoop(cfg.LoopConfig, brokerclient.AgentLoop{
+		Source: cfg.Broker, Clock: cfg.Clock, Logger: a.log, Tracker: cfg.Tracker, Metrics: cfg.Metrics,
+		Handlers: map[api.InstructionKind]brokerclient.Handler{
+			api.KindPeer:    a.handlePeer,
+			api.KindUnpeer:  a.handleUnpeer,
+			api.KindCleanup: a.handleCleanup,
+			// The broker's new leader asks every consumer after a takeover.
+			api.KindReconcile: a.handleReconcile,
+		},
+		Changed: a.changes.Notify, // a virtual node peered, unpeered or cleaned up
+	}); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -286,44 +296,6 @@ func (a *Agent) registerMetrics(reg prometheus.Registerer) error {
 		}
 	}
 	return nil
-}
-
-// loopConfig is the instruction loop's configuration: cfg.LoopConfig with
-// the agent's broker, clock, logger, handlers and hooks.
-func (a *Agent) loopConfig() brokerclient.LoopConfig {
-	cfg := a.cfg
-	lc := cfg.LoopConfig
-	if lc.PollStreak == nil {
-		lc.PollStreak = cfg.Tracker.NewStreak("Fetching instructions", a.log, cfg.Clock, false)
-	}
-	lc.Source = cfg.Broker
-	lc.Clock = cfg.Clock
-	lc.Logger = a.log
-	lc.Handlers = map[api.InstructionKind]brokerclient.Handler{
-		api.KindPeer:    a.handlePeer,
-		api.KindUnpeer:  a.handleUnpeer,
-		api.KindCleanup: a.handleCleanup,
-		// The broker's new leader asks every consumer after a takeover.
-		api.KindReconcile: a.handleReconcile,
-	}
-	lc.Hooks = brokerclient.LoopHooks{
-		HandlerStarted: func(id string, _ api.InstructionKind) {
-			if cfg.Tracker != nil {
-				cfg.Tracker.HandlerStarted(id)
-			}
-		},
-		HandlerFinished: func(id string, kind api.InstructionKind, status string, d time.Duration) {
-			a.changes.Notify() // a virtual node peered, unpeered or cleaned up
-			if cfg.Tracker != nil {
-				cfg.Tracker.HandlerFinished(id)
-			}
-			if cfg.Metrics != nil {
-				cfg.Metrics.Instructions.WithLabelValues(string(kind), status).Inc()
-				cfg.Metrics.InstructionDuration.WithLabelValues(string(kind)).Observe(d.Seconds())
-			}
-		},
-	}
-	return lc
 }
 
 // MissingReports is how many missing chunks Resync has reported.

@@ -156,48 +156,18 @@ func New(cfg Config) (*Agent, error) {
 	a := &Agent{cfg: cfg, cap: c, log: cfg.Logger.With("role", "provider", "cluster", cfg.ClusterID), refresh: make(chan struct{}, 1)}
 	a.adStreak = cfg.Tracker.NewStreak("Advertisement", a.log, cfg.Clock, false)
 	a.buildStreak = cfg.Tracker.NewStreak("Building the advertisement (Kubernetes API)", a.log, cfg.Clock, true)
-	lc := cfg.LoopConfig
-	if lc.PollStreak == nil {
-		lc.PollStreak = cfg.Tracker.NewStreak("Fetching instructions", a.log, cfg.Clock, false)
-	}
-	lc.Source = cfg.Broker
-	lc.Clock = cfg.Clock
-	lc.Logger = a.log
-	lc.Handlers = map[api.InstructionKind]brokerclient.Handler{
-		api.KindGenerateKubeconfig: a.handleGenerateKubeconfig,
-		api.KindCleanup:            a.handleCleanup,
-		api.KindReconcile:          a.handleReconcile,
-	}
-	lc.Hooks = loopHooks(cfg.Tracker, cfg.Metrics)
-	finished := lc.Hooks.HandlerFinished
-	lc.Hooks.HandlerFinished = func(id string, kind api.InstructionKind, status string, d time.Duration) {
-		finished(id, kind, status, d)
-		a.refreshView() // a credential minted or revoked: a loan started or ended
-	}
-	if a.loop, err = brokerclient.NewLoop(lc); err != nil {
+	if a.loop, err = brokerclient.NewAgentLoop(cfg.LoopConfig, brokerclient.AgentLoop{
+		Source: cfg.Broker, Clock: cfg.Clock, Logger: a.log, Tracker: cfg.Tracker, Metrics: cfg.Metrics,
+		Handlers: map[api.InstructionKind]brokerclient.Handler{
+			api.KindGenerateKubeconfig: a.handleGenerateKubeconfig,
+			api.KindCleanup:            a.handleCleanup,
+			api.KindReconcile:          a.handleReconcile,
+		},
+		Changed: a.refreshView, // a credential minted or revoked: a loan started or ended
+	}); err != nil {
 		return nil, err
 	}
 	return a, nil
-}
-
-// loopHooks wires the instruction loop to health and metrics.
-func loopHooks(t *health.Tracker, m *health.Metrics) brokerclient.LoopHooks {
-	return brokerclient.LoopHooks{
-		HandlerStarted: func(id string, _ api.InstructionKind) {
-			if t != nil {
-				t.HandlerStarted(id)
-			}
-		},
-		HandlerFinished: func(id string, kind api.InstructionKind, status string, d time.Duration) {
-			if t != nil {
-				t.HandlerFinished(id)
-			}
-			if m != nil {
-				m.Instructions.WithLabelValues(string(kind), status).Inc()
-				m.InstructionDuration.WithLabelValues(string(kind)).Observe(d.Seconds())
-			}
-		},
-	}
 }
 
 // Run advertises and handles instructions until ctx ends.

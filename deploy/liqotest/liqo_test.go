@@ -16,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +24,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
 )
@@ -255,10 +255,10 @@ func (w *world) testUnpeer(t *testing.T) {
 				t.Fatalf("call %d: ForeignCluster %s is still there", i, fc.Name)
 			}
 		}
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, deadline, true, func(ctx context.Context) (bool, error) {
+		testpoll.UntilSeen(t, deadline, fmt.Sprintf("call %d: the tenant namespace %s going", i, liqo.TenantNamespace(prov)), func() (bool, string) {
 			var ns corev1.Namespace
-			return apierrors.IsNotFound(w.admin.Get(ctx, client.ObjectKey{Name: liqo.TenantNamespace(prov)}, &ns)), nil
+			err := w.admin.Get(ctx, client.ObjectKey{Name: liqo.TenantNamespace(prov)}, &ns)
+			return apierrors.IsNotFound(err), fmt.Sprintf("get: %v, deletion requested at %v", err, ns.DeletionTimestamp)
 		})
-		must(t, "the tenant namespace going", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net/http"
@@ -40,6 +41,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 )
 
 // The agents' namespace and ServiceAccounts, as deploy/rbac ships them.
@@ -242,20 +244,17 @@ func (w *world) serveWebhook(t *testing.T) {
 		return liqo.NewResourceSlice("probe", ns, localLiqoID, "probe-provider", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")})
 	}
 	must(t, "probe slice", w.admin.Create(ctx, probe("webhook-probe-a")))
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, deadline, true, func(ctx context.Context) (bool, error) {
-		last = w.admin.Create(ctx, probe("webhook-probe-b"))
+	testpoll.UntilNil(t, deadline, "Liqo's webhook refusing a duplicate slice name", func() error {
+		err := w.admin.Create(ctx, probe("webhook-probe-b"))
 		switch {
-		case apierrors.IsForbidden(last):
-			return true, nil
-		case last == nil:
-			return false, w.admin.Delete(ctx, probe("webhook-probe-b"))
+		case apierrors.IsForbidden(err):
+			return nil
+		case err == nil:
+			must(t, "removing the accepted duplicate", w.admin.Delete(ctx, probe("webhook-probe-b")))
+			return errors.New("the duplicate was accepted")
 		}
-		return false, nil
+		return fmt.Errorf("last answer: %w", err)
 	})
-	if err != nil {
-		t.Fatalf("Liqo's webhook never refused a duplicate slice name: %v (last answer: %v)", err, last)
-	}
 	must(t, "removing the probe", w.admin.Delete(ctx, probe("webhook-probe-a")))
 }
 

@@ -13,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,6 +21,7 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/agent/preflight"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/crds"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	liqosim "github.com/federation-autoscaler/federation-autoscaler/mocks/liqo"
 )
 
@@ -123,10 +123,9 @@ func TestAgentRBAC(t *testing.T) {
 			Spec:       fav1alpha1.VirtualNodeStateSpec{ProviderClusterID: "p", ProviderLiqoClusterID: "prov", NodeGroupID: "ng", ReservationID: "r1", Resources: res},
 		}))
 		var node corev1.Node
-		err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-			return c.Get(ctx, client.ObjectKey{Name: "rs-r1"}, &node) == nil, nil
+		testpoll.UntilNil(t, 20*time.Second, "virtual node rs-r1 created by the sim running as the consumer agent", func() error {
+			return c.Get(ctx, client.ObjectKey{Name: "rs-r1"}, &node)
 		})
-		must(t, "virtual node rs-r1 created by the sim running as the consumer agent", err)
 		patch := client.MergeFrom(node.DeepCopy())
 		node.Spec.ProviderID = "liqo://p/r1"
 		must(t, "patch providerID", c.Patch(ctx, &node, patch))

@@ -5,32 +5,6 @@ FA_SCRIPT="consumer-down.sh"
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() {
-  cat <<EOF2
-Usage: consumer-down.sh [options]
-
-Deletes every object consumer-up.sh applied (labels
-app.kubernetes.io/part-of=federation-autoscaler and
-app.kubernetes.io/component=consumer) from --namespace and the cluster, and
-the namespace itself when consumer-up.sh created it and no other role uses
-it. Deletion is requested without waiting for finalizers.
-The adapter PKI folder (local) is kept; virtual nodes and peerings the
+fa_down_main consumer federation-autoscaler "The adapter PKI folder (local) is kept; virtual nodes and peerings the
 agent made are not touched: scale the workloads down and let the agent
-release them first.
-
-${FA_COMMON_HELP}
-EOF2
-}
-
-FA_NAMESPACE="federation-autoscaler"
-while (($#)); do
-  if fa_common_flag "$@"; then shift "${FA_SHIFT}"; continue; fi
-  case "$1" in
-    -h | --help) usage; exit 0 ;;
-    *) die "unknown argument $1 (see --help)" ;;
-  esac
-done
-fa_check_name --namespace "${FA_NAMESPACE}"
-fa_need_kubectl
-fa_need_cluster
-fa_down consumer
+release them first." "$@"

@@ -107,16 +107,7 @@ fa_namespace_plan consumer
 extra=()
 [[ "${driver}" == sim ]] && extra+=(consumer/liqo-sim)
 fa_overlay_begin consumer "${extra[@]}"
-args="- op: test
-  path: /spec/template/spec/containers/0/args/4
-  value: --liqo-driver=liqoctl
-- op: replace
-  path: /spec/template/spec/containers/0/args/4
-  value: --liqo-driver=${driver}"
-[[ -n "${geo_url}" ]] && args+="
-- op: add
-  path: /spec/template/spec/containers/0/args/-
-  value: --mock-geo-url=${geo_url}"
+args="$(fa_agent_args "${driver}" "${geo_url:+--mock-geo-url=${geo_url}}")"
 args+="
 $(fa_restart_on "${bundle}" "${pki_dir}/ca.crt" "${pki_dir}/server.crt" "${pki_dir}/server.key")"
 fa_overlay_patch Deployment consumer-agent "${args}"

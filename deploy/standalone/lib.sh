@@ -381,3 +381,60 @@ fa_down() {
   fi
   note "removed the ${role} objects from namespace ${FA_NAMESPACE} and the cluster"
 }
+
+# fa_down_main ROLE NAMESPACE NOTE ARGS...: the whole of ROLE's down
+# script: parses ARGS (the common flags; --help prints the usage, NOTE
+# being what the role keeps or leaves), --namespace defaulting to
+# NAMESPACE, checks kubectl and the cluster, and runs fa_down ROLE.
+fa_down_main() {
+  local role="$1" note="$3" up="${FA_SCRIPT/-down/-up}"
+  FA_NAMESPACE="$2"
+  shift 3
+  while (($#)); do
+    if fa_common_flag "$@"; then shift "${FA_SHIFT}"; continue; fi
+    case "$1" in
+      -h | --help)
+        cat <<EOF2
+Usage: ${FA_SCRIPT} [options]
+
+Deletes every object ${up} applied (labels
+app.kubernetes.io/part-of=federation-autoscaler and
+app.kubernetes.io/component=${role}) from --namespace and the cluster, and
+the namespace itself when ${up} created it and no other role uses
+it. Deletion is requested without waiting for finalizers.${note:+
+${note}}
+
+${FA_COMMON_HELP}
+EOF2
+        exit 0
+        ;;
+      *) die "unknown argument $1 (see --help)" ;;
+    esac
+  done
+  fa_check_name --namespace "${FA_NAMESPACE}"
+  fa_need_kubectl
+  fa_need_cluster
+  fa_down "${role}"
+}
+
+# fa_agent_args DRIVER [ARG...]: the JSON patch of an agent Deployment's
+# arguments: --liqo-driver=DRIVER in place of the base's liqoctl, then each
+# non-empty ARG appended (e.g. "${geo_url:+--mock-geo-url=${geo_url}}").
+fa_agent_args() {
+  local arg
+  printf '%s' "- op: test
+  path: /spec/template/spec/containers/0/args/4
+  value: --liqo-driver=liqoctl
+- op: replace
+  path: /spec/template/spec/containers/0/args/4
+  value: --liqo-driver=$1"
+  shift
+  for arg in "$@"; do
+    if [[ -n "${arg}" ]]; then
+      printf '%s' "
+- op: add
+  path: /spec/template/spec/containers/0/args/-
+  value: ${arg}"
+    fi
+  done
+}

@@ -71,20 +71,7 @@ fa_namespace_plan provider
 extra=()
 [[ "${driver}" == liqoctl ]] && extra+=(provider/liqoctl)
 fa_overlay_begin provider "${extra[@]}"
-args="- op: test
-  path: /spec/template/spec/containers/0/args/4
-  value: --liqo-driver=liqoctl
-- op: replace
-  path: /spec/template/spec/containers/0/args/4
-  value: --liqo-driver=${driver}"
-[[ -n "${geo_url}" ]] && args+="
-- op: add
-  path: /spec/template/spec/containers/0/args/-
-  value: --mock-geo-url=${geo_url}"
-[[ -n "${eco_url}" ]] && args+="
-- op: add
-  path: /spec/template/spec/containers/0/args/-
-  value: --mock-eco-url=${eco_url}"
+args="$(fa_agent_args "${driver}" "${geo_url:+--mock-geo-url=${geo_url}}" "${eco_url:+--mock-eco-url=${eco_url}}")"
 args+="
 $(fa_restart_on "${bundle}")"
 fa_overlay_patch Deployment provider-agent "${args}"

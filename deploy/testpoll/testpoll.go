@@ -39,6 +39,26 @@ func UntilSeen(tb testing.TB, within time.Duration, what string, cond func() (do
 	})
 }
 
+// UntilReport polls cond until it returns true; at the deadline the test
+// fails with what report says of the state then. report runs once, at the
+// deadline: for accounts too costly to build at every poll (a goroutine
+// dump, a process's output).
+func UntilReport(tb testing.TB, within time.Duration, what string, cond func() bool, report func() string) {
+	tb.Helper()
+	UntilNil(tb, within, what, func() error {
+		if cond() {
+			return nil
+		}
+		return lazyReport(report)
+	})
+}
+
+// lazyReport is UntilReport's "false": its text is built when the failure
+// is reported, not at every poll.
+type lazyReport func() string
+
+func (r lazyReport) Error() string { return "last seen: " + r() }
+
 // UntilNil polls cond until it returns nil; at the deadline the test fails
 // with cond's last error.
 func UntilNil(tb testing.TB, within time.Duration, what string, cond func() error) {

@@ -65,6 +65,19 @@ func TestPolling(t *testing.T) {
 		{"what was seen last is reported", func(tb testing.TB, n *atomic.Int64) {
 			testpoll.UntilSeen(tb, 5*time.Millisecond, "six pods", func() (bool, string) { n.Add(1); return false, "4 running" })
 		}, "timed out after 5ms waiting for six pods: last seen: 4 running"},
+		{"a report is built once, at the deadline", func(tb testing.TB, n *atomic.Int64) {
+			reports := 0
+			testpoll.UntilReport(tb, 5*time.Millisecond, "no goroutine left", func() bool { n.Add(1); return false }, func() string {
+				reports++
+				return fmt.Sprintf("report %d after %d polls", reports, n.Load())
+			})
+		}, "timed out after 5ms waiting for no goroutine left: last seen: report 1 after "},
+		{"report holds on the second poll", func(tb testing.TB, n *atomic.Int64) {
+			testpoll.UntilReport(tb, time.Minute, "two polls", func() bool { return n.Add(1) == 2 }, func() string {
+				tb.Fatalf("report built although the condition held")
+				return ""
+			})
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var calls atomic.Int64

@@ -212,3 +212,35 @@ func TestNoScaleDownWhilePodsPend(t *testing.T) {
 		t.Errorf("deleted %v while a pod was pending", c.deleted)
 	}
 }
+
+// TestLoopSteady: a loop is steady at n when n nodes are registered, the
+// targets sum to n and no instance is unregistered, failed or deleting.
+func TestLoopSteady(t *testing.T) {
+	two := func(mod func(g *Group)) *Loop {
+		g := &Group{ID: "g", Target: 2, Registered: []Node{{}, {}}}
+		if mod != nil {
+			mod(g)
+		}
+		return &Loop{Groups: map[string]*Group{"g": g}}
+	}
+	for _, tc := range []struct {
+		name string
+		l    *Loop
+		n    int
+		want bool
+	}{
+		{"two registered, target two", two(nil), 2, true},
+		{"another n", two(nil), 3, false},
+		{"target above the nodes", two(func(g *Group) { g.Target = 3 }), 2, false},
+		{"an unregistered instance", two(func(g *Group) { g.Unregistered = []string{"i"} }), 2, false},
+		{"a failed instance", two(func(g *Group) { g.Failed = []string{"i"} }), 2, false},
+		{"an instance deleting", two(func(g *Group) { g.Deleting = []string{"i"} }), 2, false},
+		{"no group at zero", &Loop{}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.l.Steady(tc.n); got != tc.want {
+				t.Fatalf("Steady(%d) = %v, want %v", tc.n, got, tc.want)
+			}
+		})
+	}
+}

@@ -129,6 +129,20 @@ func (l *Loop) Targets() int32 {
 	return n
 }
 
+// Steady reports whether the loop saw n nodes registered, targets summing
+// to n, and no instance unregistered, failed or being deleted.
+func (l *Loop) Steady(n int) bool {
+	if l.Registered() != n || l.Targets() != int32(n) {
+		return false
+	}
+	for _, g := range l.Groups {
+		if len(g.Unregistered)+len(g.Failed)+len(g.Deleting) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 func (a *Core) call(ctx context.Context, name string) (context.Context, context.CancelFunc) {
 	if a.Calls == nil {
 		a.Calls = map[string]int{}

@@ -3,11 +3,13 @@ package demo_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -24,21 +26,14 @@ func TestStopReturnsEveryComponent(t *testing.T) {
 	}
 	tr := &http.Transport{}
 	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testpoll.UntilSeen(t, 30*time.Second, "3 providers advertised", func() (bool, string) {
 		var o api.Overview
 		if resp, err := hc.Get(fed.DashboardURL + "/api/v1/overview"); err == nil {
 			_ = json.NewDecoder(resp.Body).Decode(&o)
 			_ = resp.Body.Close()
 		}
-		if len(o.Advertisements) == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d providers advertised, want 3", len(o.Advertisements))
-		}
-		time.Sleep(100 * time.Millisecond) // polling a condition
-	}
+		return len(o.Advertisements) == 3, fmt.Sprintf("%d providers advertised", len(o.Advertisements))
+	})
 	tr.CloseIdleConnections()
 	running := runtime.NumGoroutine()
 	start := time.Now()
@@ -53,13 +48,11 @@ func TestStopReturnsEveryComponent(t *testing.T) {
 	}
 	slow.Stop()
 	t.Logf("Stop returned in %s (%d goroutines while running)", time.Since(start).Round(time.Millisecond), running)
-	deadline = time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before+2 {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			n := runtime.Stack(buf, true)
-			t.Fatalf("%d goroutines left after Stop (%d before Start):\n%s", runtime.NumGoroutine(), before, buf[:n])
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition
-	}
+	testpoll.UntilReport(t, 10*time.Second, fmt.Sprintf("at most %d goroutines after Stop (%d before Start)", before+2, before), func() bool {
+		return runtime.NumGoroutine() <= before+2
+	}, func() string {
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		return fmt.Sprintf("%d goroutines:\n%s", runtime.NumGoroutine(), buf[:n])
+	})
 }

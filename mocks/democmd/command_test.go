@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 )
 
 // syncBuffer is a bytes.Buffer safe for the command's writes and the
@@ -44,18 +45,14 @@ func TestDemoCommand(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- root.ExecuteContext(ctx) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for !strings.Contains(out.String(), "Ctrl-C stops") {
+	testpoll.UntilReport(t, 60*time.Second, "the start-up banner (Ctrl-C stops)", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("demo returned early: %v\n%s", err, out)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no start-up banner within 60 s:\n%s", out)
-		}
-		time.Sleep(50 * time.Millisecond) // polling a condition
-	}
+		return strings.Contains(out.String(), "Ctrl-C stops")
+	}, func() string { return "output:\n" + out.String() })
 	s := out.String()
 	for _, want := range []string{"… starting provider 1/2: sydney", "… starting provider 2/2: montreal", "Broker dashboard   http://127.0.0.1:", "Consumer console   http://", "Console login token: "} {
 		if !strings.Contains(s, want) {

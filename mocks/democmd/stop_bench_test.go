@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -106,14 +107,11 @@ func startDemo(tb testing.TB, bin string, workload bool) *demoProcess {
 		tb.Fatalf("demo not serving after 2 min:\n%s", d.out)
 	}
 	if workload {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		for reservations(ctx, dash) == 0 {
-			if ctx.Err() != nil {
-				tb.Fatalf("no reservation 2 min after the workload was switched on:\n%s", d.out)
-			}
-			time.Sleep(100 * time.Millisecond) // polling a condition
-		}
+		testpoll.UntilReport(tb, 2*time.Minute, "a reservation after the workload was switched on", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return reservations(ctx, dash) > 0
+		}, func() string { return "no reservation; demo output:\n" + d.out.String() })
 	}
 	return d
 }

@@ -6,6 +6,7 @@ package experimentcmd
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -35,11 +36,7 @@ Exits 1 when a phase failed the replay check (its comparison is refused).`,
 		Example: `  federation-autoscaler experiment --config experiments/eco-3x7.yaml
   federation-autoscaler experiment table --results results --out results/headline.md`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := cli.Logger(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: cli.WithLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			cfg, err := experiment.LoadConfig(config)
 			if err != nil {
 				return err
@@ -68,7 +65,7 @@ Exits 1 when a phase failed the replay check (its comparison is refused).`,
 				fmt.Fprintf(cmd.OutOrStdout(), "Results: %s\n", dir)
 			}
 			return err
-		},
+		}),
 	}
 	cmd.Flags().StringVar(&config, "config", "", "the experiment's configuration (YAML or JSON; docs/experiments.md) (required)")
 	cmd.Flags().StringVar(&output, "output", "", "results root (default: the configuration's output, else results)")

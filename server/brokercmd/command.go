@@ -121,13 +121,9 @@ API server); every acknowledged change is durable before the answer goes out.`,
 		Example: `  federation-autoscaler pki init --dir /etc/fa/pki --host broker.example.org
   federation-autoscaler broker --pki-dir /etc/fa/pki --data-dir /var/lib/fa`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := cli.Logger(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: cli.WithLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			return Run(cmd.Context(), o, log)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.PKIDir, "pki-dir", "", "directory with ca.crt, broker.crt and broker.key (made by 'pki init') (required)")

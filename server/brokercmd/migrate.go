@@ -35,18 +35,14 @@ target to empty before running again. The dashboard history is not copied.`,
 		Example: `  federation-autoscaler broker migrate-store --from bolt --data-dir /var/lib/fa --to kubernetes --namespace federation-autoscaler
   federation-autoscaler broker migrate-store --from kubernetes --to bolt --data-dir /backup/fa-2026-12-01`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := cli.Logger(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: cli.WithLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			n, err := Migrate(cmd.Context(), mo, log)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "copied %d records from %s to %s\n", n, mo.From, mo.To)
 			return nil
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.StringVar(&mo.From, "from", "", "store to copy from: bolt or kubernetes (required)")

@@ -72,13 +72,9 @@ every simulated agent from one address.`,
   federation-autoscaler loadgen --start-broker --providers 250 --consumers 250 --viewers 1 --output json
   federation-autoscaler loadgen --broker-url https://127.0.0.1:8443 --pki-dir /etc/fa/pki --broker-pid 4242`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			log, err := cli.Logger(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: cli.WithLogger(func(cmd *cobra.Command, log *slog.Logger) error {
 			return Run(cmd.Context(), o, cmd.OutOrStdout(), log)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	c := &o.Config

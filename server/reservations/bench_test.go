@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -54,9 +55,10 @@ func BenchmarkInstructionHop(b *testing.B) {
 			}
 			got <- time.Now()
 		}()
-		for e.s.Waiters() != 1 {
-			time.Sleep(10 * time.Microsecond)
-		}
+		testpoll.UntilSeen(b, time.Minute, "the long-poll waiting", func() (bool, string) {
+			n := e.s.Waiters()
+			return n == 1, fmt.Sprintf("%d waiters", n)
+		})
 		b.StartTimer()
 		start := time.Now()
 		e.result("p1", gkName("c1", "p1"), kubeconfig("K"))

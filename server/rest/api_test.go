@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
@@ -132,20 +133,19 @@ func contains(s []string, v string) bool {
 
 func waitInstruction(tb testing.TB, c *resttest.Client, kind api.InstructionKind, res string) api.InstructionView {
 	tb.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	var found api.InstructionView
+	testpoll.UntilSeen(tb, 20*time.Second, fmt.Sprintf("a %s instruction for %s", kind, res), func() (bool, string) {
 		r := c.Must(tb, "GET", "/api/v1/instructions?wait=5s", nil)
 		expect(tb, r, 200, "")
 		var list api.InstructionListResponse
 		if err := r.Decode(&list); err != nil {
 			tb.Fatal(err)
 		}
-		if in, ok := findInstruction(list.Instructions, kind, res); ok {
-			return in
-		}
-	}
-	tb.Fatalf("no %s instruction for %s", kind, res)
-	return api.InstructionView{}
+		in, ok := findInstruction(list.Instructions, kind, res)
+		found = in
+		return ok, fmt.Sprintf("instructions %s", r.Body)
+	})
+	return found
 }
 
 func getReservation(tb testing.TB, c *resttest.Client, id string) api.ReservationResponse {
@@ -318,18 +318,14 @@ func TestAPIOverMTLS(t *testing.T) {
 	t.Run("stale provider", func(t *testing.T) {
 		expect(t, provB.Must(t, "POST", "/api/v1/advertisements", advertisement("prov-b", 2)), 200, "")
 		b.clock.Step(2 * time.Minute) // neither provider advertises again
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testpoll.UntilSeen(t, 10*time.Second, "prov-b stale: a reservation on it refused with 503", func() (bool, string) {
 			r := cons.Must(t, "POST", "/api/v1/reservations", reservation("prov-b"))
 			if r.Status == 503 {
 				expect(t, r, 503, api.CodeServiceUnavailable)
-				break
+				return true, ""
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("provider never became stale: %d %s", r.Status, r.Body)
-			}
-			time.Sleep(10 * time.Millisecond) // polling a condition the fake clock already triggered
-		}
+			return false, fmt.Sprintf("%d %s", r.Status, r.Body)
+		})
 	})
 	t.Run("unrouted", func(t *testing.T) {
 		expect(t, cons.Must(t, "GET", "/api/v2/whatever", nil), 404, api.CodeNotFound)

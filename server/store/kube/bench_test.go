@@ -16,6 +16,7 @@ import (
 
 	brokercrds "github.com/federation-autoscaler/federation-autoscaler/deploy/crds/broker"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
@@ -137,9 +138,10 @@ func benchInstructionHop(b *testing.B, c *cluster) {
 			}
 			got <- v
 		}()
-		for svc.Waiters() != 1 {
-			time.Sleep(10 * time.Microsecond) // until the long-poll waits
-		}
+		testpoll.UntilSeen(b, time.Minute, "the long-poll waiting", func() (bool, string) {
+			n := svc.Waiters()
+			return n == 1, fmt.Sprintf("%d waiters", n)
+		})
 		b.StartTimer()
 		start := time.Now()
 		result(b, svc, "p1", api.RoleProvider, gk, api.InstructionResultRequest{Status: api.ResultSucceeded,
