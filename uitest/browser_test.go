@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/playwright-community/playwright-go"
+
+	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo"
 )
 
 // DefaultDriverDir is where .ci/run installs the playwright driver (npm
@@ -88,7 +90,10 @@ func target(t *testing.T) *Target {
 		return tg
 	}
 	if os.Getenv("FA_UITEST_FAKE") == "" {
-		d, err := StartDemo(context.Background(), t.TempDir())
+		// The browser checks reserve by hand on a chosen provider and look
+		// for the loan there: the broker must not migrate it meanwhile
+		// (migration has its own scenario, mocks/demo TestMigrationScenario).
+		d, err := StartDemo(context.Background(), t.TempDir(), func(o *demo.Options) { o.NoMigration = true })
 		if err != nil {
 			t.Fatalf("start the demo federation: %v", err)
 		}

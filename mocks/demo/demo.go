@@ -163,6 +163,10 @@ type Options struct {
 	// migration budget is the broker's default (a ConsumerPolicy may set
 	// its own).
 	MigrationTimeout time.Duration
+	// NoMigration turns the broker's migration of manual reservations
+	// off (a migration budget of 0), for tests that reserve by hand on a
+	// chosen provider and look at it there.
+	NoMigration bool
 	// AdvertiseInterval is the providers' advertisement period (default
 	// 10 s; also sent at once on every change).
 	AdvertiseInterval time.Duration
@@ -596,7 +600,7 @@ func (f *Federation) startBroker(ctx context.Context, o Options, pkiDir, brokerD
 		Listen: apiLn.Addr().String(), DashboardListen: dashLn.Addr().String(),
 		ReservationLease: reservations.DefaultReservationLease, ProviderStaleAfter: o.ProviderStaleAfter,
 		DisconnectGrace: o.DisconnectGrace,
-		MigrationBudget: reservations.DefaultMigrationBudget, MigrationWindow: reservations.DefaultMigrationWindow, MigrationTimeout: o.MigrationTimeout,
+		MigrationBudget: migrationBudget(o), MigrationWindow: reservations.DefaultMigrationWindow, MigrationTimeout: o.MigrationTimeout,
 		CostThreshold: placement.DefaultCostThreshold, CarbonThreshold: placement.DefaultCarbonThreshold, RTTThreshold: placement.DefaultRTTThreshold,
 		// One consumer runs CA loops every scan interval here; the default
 		// per-certificate limit is sized for real CA's 10 s.
@@ -992,4 +996,13 @@ func (c *Consumer) SetPolicy(ctx context.Context, t api.PlacementType, w *api.We
 		return fmt.Errorf("setting %s's policy to %s: %w", c.ID, t, err)
 	}
 	return nil
+}
+
+// migrationBudget is the broker's migration budget for o: the broker's
+// default, or 0 (no migration) with NoMigration.
+func migrationBudget(o Options) int {
+	if o.NoMigration {
+		return 0
+	}
+	return reservations.DefaultMigrationBudget
 }
