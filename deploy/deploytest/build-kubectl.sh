@@ -9,8 +9,10 @@
 # minutes on 2 cores.
 set -euo pipefail
 
-KUBE_VERSION=v1.35.4
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# KUBE_VERSION and kube_version_ldflags: one pin for kubectl and the control plane.
+# shellcheck source=../testcluster/kube-version.sh
+source "${here}/../testcluster/kube-version.sh"
 out="${FA_KUBECTL_DIR:-${HOME}/.cache/federation-autoscaler/kubectl-${KUBE_VERSION}}"
 mkdir -p "${out}"
 
@@ -21,13 +23,7 @@ kubectl_ok() {
 }
 
 if ! kubectl_ok; then
-  major="${KUBE_VERSION#v}"; major="${major%%.*}"
-  minor="${KUBE_VERSION#v*.}"; minor="${minor%%.*}"
-  vflags=""
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    vflags+=" -X ${p}.gitVersion=${KUBE_VERSION} -X ${p}.gitMajor=${major} -X ${p}.gitMinor=${minor}"
-    vflags+=" -X ${p}.gitTreeState=clean"
-  done
+  vflags="$(kube_version_ldflags)"
   echo "build-kubectl.sh: building kubectl ${KUBE_VERSION} into ${out}" >&2
   start=${SECONDS}
   (cd "${here}/kubectlbin" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false \

@@ -14,11 +14,8 @@ import (
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 )
-
-// KubeVersion is the kubectl build-kubectl.sh pins (the test control
-// plane's version).
-const kubeVersion = "v1.35.4"
 
 // tools are the programs the scripts need, built once per test binary.
 type tools struct {
@@ -48,7 +45,7 @@ func buildTools(dir string) *tools {
 			t.Err = fmt.Errorf("no FA_KUBECTL_DIR and no home folder: %w", err)
 			return t
 		}
-		kdir = filepath.Join(home, ".cache", "federation-autoscaler", "kubectl-"+kubeVersion)
+		kdir = filepath.Join(home, ".cache", "federation-autoscaler", "kubectl-"+testcluster.KubeVersion) // build-kubectl.sh pins the control plane's version
 	}
 	if err := os.MkdirAll(filepath.Dir(kdir), 0o755); err != nil {
 		t.Err = err

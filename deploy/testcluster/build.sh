@@ -8,9 +8,11 @@
 # The versions live in kubebin/go.mod and etcdbin/go.mod next to this script.
 set -euo pipefail
 
-KUBE_VERSION=v1.35.4
 ETCD_VERSION=3.6.5
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# KUBE_VERSION and kube_version_ldflags: one pin for the control plane and kubectl.
+# shellcheck source=kube-version.sh
+source "${here}/kube-version.sh"
 assets="${FA_KUBE_ASSETS:-${HOME}/.cache/federation-autoscaler/kube-${KUBE_VERSION}}"
 mkdir -p "${assets}"
 
@@ -38,14 +40,7 @@ build() {
 }
 
 if ! apiserver_ok; then
-  major="${KUBE_VERSION#v}"; major="${major%%.*}"
-  minor="${KUBE_VERSION#v*.}"; minor="${minor%%.*}"
-  vflags=""
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    vflags+=" -X ${p}.gitVersion=${KUBE_VERSION} -X ${p}.gitMajor=${major} -X ${p}.gitMinor=${minor}"
-    vflags+=" -X ${p}.gitTreeState=clean"
-  done
-  build "${here}/kubebin" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "${vflags}"
+  build "${here}/kubebin" k8s.io/kubernetes/cmd/kube-apiserver kube-apiserver "$(kube_version_ldflags)"
 fi
 if ! etcd_ok; then
   build "${here}/etcdbin" go.etcd.io/etcd/server/v3 etcd
