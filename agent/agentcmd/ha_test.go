@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -17,11 +14,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/localapi"
-	brokercrds "github.com/federation-autoscaler/federation-autoscaler/deploy/crds/broker"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/brokerproc"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testbin"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -34,16 +28,10 @@ type haBrokers struct {
 	tb     testing.TB
 	binary string
 	args   []string
-	logDir string
+	addrs  []brokerproc.Options // replica i listens on addrs[i]
 
 	mu   sync.Mutex
-	reps []*haReplica
-}
-
-type haReplica struct {
-	api, dash string
-	cmd       *exec.Cmd
-	exited    chan error
+	reps []*brokerproc.Process // replica i's process, nil when stopped
 }
 
 func newHABrokers(tb testing.TB, n int) *haBrokers {
@@ -54,115 +42,78 @@ func newHABrokers(tb testing.TB, n int) *haBrokers {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h := &haBrokers{tb: tb, binary: bin, logDir: tb.TempDir()}
+	h := &haBrokers{tb: tb, binary: bin, reps: make([]*brokerproc.Process, n)}
 	for range n {
-		h.reps = append(h.reps, &haReplica{api: freePort(tb), dash: freePort(tb)})
+		h.addrs = append(h.addrs, brokerproc.Options{Listen: freePort(tb), DashboardListen: freePort(tb)})
 	}
-	tb.Cleanup(h.killAll)
 	return h
 }
 
 // setup installs the broker CRDs and namespace and returns the bundles'
 // broker URL list.
 func (h *haBrokers) setup(f *federation) string {
-	ctx := context.Background()
-	if err := brokercrds.Install(ctx, f.env.Config); err != nil {
-		h.tb.Fatal(err)
-	}
-	if err := f.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fa-broker"}}); err != nil {
-		h.tb.Fatal(err)
-	}
-	h.args = []string{"broker", "--pki-dir", f.pkiDir, "--store", "kubernetes", "--kubeconfig", f.env.Kubeconfig,
-		"--namespace", "fa-broker", "--leader-elect", "--rate-limit-burst", "1000", "--rate-limit-rps", "1000"}
+	store := brokerproc.KubeStore(h.tb, f.env, "fa-broker")
+	h.args = append([]string{"--pki-dir", f.pkiDir, "--leader-elect", "--rate-limit-burst", "1000", "--rate-limit-rps", "1000"}, store...)
 	var urls []string
-	for _, r := range h.reps {
-		urls = append(urls, "https://"+r.api)
+	for _, a := range h.addrs {
+		urls = append(urls, "https://"+a.Listen)
 	}
 	return strings.Join(urls, ",")
 }
 
-// start (re)starts replica r; its log goes to a file of the test.
-func (h *haBrokers) start(r *haReplica) {
-	h.tb.Helper()
-	log, err := os.OpenFile(filepath.Join(h.logDir, strings.ReplaceAll(r.api, ":", "_")+".log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+// start (re)starts replica i; killLeader calls it from its own goroutine,
+// so it returns the error instead of failing the test.
+func (h *haBrokers) start(i int) error {
+	p, err := brokerproc.TryLaunch(h.tb, h.binary, h.addrs[i], h.args...)
 	if err != nil {
-		h.tb.Fatal(err)
+		return err
 	}
-	cmd := exec.Command(h.binary, append(slices.Clone(h.args), "--listen", r.api, "--dashboard-listen", r.dash)...)
-	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Start(); err != nil {
-		h.tb.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); _ = log.Close() }()
 	h.mu.Lock()
-	r.cmd, r.exited = cmd, exited
+	h.reps[i] = p
 	h.mu.Unlock()
+	return nil
 }
 
 func (h *haBrokers) startAll() {
-	for _, r := range h.reps {
-		h.start(r)
+	for i := range h.addrs {
+		if err := h.start(i); err != nil {
+			h.tb.Fatal(err)
+		}
 	}
-	if h.leader() == nil {
+	if _, l := h.leader(); l == nil {
 		h.tb.Fatal("no broker replica became the leader within 60s")
 	}
 }
 
 // stopAll stops every replica with SIGTERM (a graceful stop).
 func (h *haBrokers) stopAll() {
-	for _, r := range h.reps {
-		h.mu.Lock()
-		cmd, exited := r.cmd, r.exited
-		h.mu.Unlock()
-		if cmd == nil {
+	h.mu.Lock()
+	reps := slices.Clone(h.reps)
+	clear(h.reps)
+	h.mu.Unlock()
+	for _, p := range reps {
+		if p == nil {
 			continue
 		}
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				h.tb.Errorf("broker replica %s after SIGTERM: %v", r.api, err)
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			h.tb.Errorf("broker replica %s did not stop within 30s of SIGTERM (killed: %v)", r.api, <-exited)
+		if err := p.Stop(h.tb); err != nil {
+			h.tb.Errorf("broker replica %s after SIGTERM: %v", p.APIAddr, err)
 		}
-		h.mu.Lock()
-		r.cmd = nil
-		h.mu.Unlock()
 	}
 }
 
-func (h *haBrokers) killAll() {
+// leader returns the replica whose /readyz is 200 and its index (nil after
+// 60 s).
+func (h *haBrokers) leader() (int, *brokerproc.Process) {
+	h.mu.Lock()
+	reps := slices.DeleteFunc(slices.Clone(h.reps), func(p *brokerproc.Process) bool { return p == nil })
+	h.mu.Unlock()
+	l := brokerproc.Leader(reps, 60*time.Second)
+	if l == nil {
+		return -1, nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, r := range h.reps {
-		if r.cmd != nil {
-			_ = r.cmd.Process.Kill()
-			h.tb.Logf("broker replica %s stopped at the end: %v", r.api, <-r.exited)
-			r.cmd = nil
-		}
-	}
-}
-
-// leader returns the replica whose /readyz is 200 (nil after 60 s).
-func (h *haBrokers) leader() *haReplica {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		for _, r := range h.reps {
-			resp, err := http.Get("http://" + r.dash + "/readyz")
-			if err != nil {
-				continue
-			}
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return r
-			}
-		}
-		time.Sleep(20 * time.Millisecond) // polling the replicas' readiness
-	}
-	return nil
+	return slices.Index(h.reps, l), l
 }
 
 // killLeader SIGKILLs the leader, restarts that replica as a standby on
@@ -170,21 +121,20 @@ func (h *haBrokers) leader() *haReplica {
 // broker client (the agents' client, with the bundle's URL list) had a
 // write acknowledged.
 func (h *haBrokers) killLeader(f *federation) (time.Duration, error) {
-	l := h.leader()
+	i, l := h.leader()
 	if l == nil {
 		return 0, fmt.Errorf("no leader to kill")
 	}
-	h.mu.Lock()
-	cmd, exited := l.cmd, l.exited
-	h.mu.Unlock()
 	killed := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := l.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return 0, err
 	}
-	if err := <-exited; err == nil {
-		return 0, fmt.Errorf("leader %s exited cleanly on SIGKILL", l.api)
+	if err := <-l.Exited; err == nil {
+		return 0, fmt.Errorf("leader %s exited cleanly on SIGKILL", l.APIAddr)
 	}
-	h.start(l)
+	if err := h.start(i); err != nil {
+		return 0, fmt.Errorf("restarting the killed leader as a standby: %w", err)
+	}
 	for time.Since(killed) < 60*time.Second {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := f.broker.Heartbeat(ctx, api.HeartbeatRequest{ClusterID: "consumer-1", LiqoClusterID: "consumer-1"})
@@ -193,7 +143,7 @@ func (h *haBrokers) killLeader(f *federation) (time.Duration, error) {
 			return time.Since(killed), nil
 		}
 	}
-	return 0, fmt.Errorf("no write acknowledged within 60s of killing the leader at %s", l.api)
+	return 0, fmt.Errorf("no write acknowledged within 60s of killing the leader at %s", l.APIAddr)
 }
 
 // haCycle is cycle with the Cluster Autoscaler's patience: a reserve or a

@@ -91,11 +91,11 @@ func TestServeAndGracefulStop(t *testing.T) {
 	data := t.TempDir()
 	t.Setenv("FA_DASHBOARD_TOKEN", "0123456789abcdef-token")
 	proc := startBroker(t, "--pki-dir", p.Dir, "--data-dir", data)
-	c := p.NewClient(t, "https://"+proc.apiAddr, "prov-a", api.RoleProvider, 2)
+	c := p.NewClient(t, "https://"+proc.APIAddr, "prov-a", api.RoleProvider, 2)
 	if r := c.Must(t, "GET", "/healthz", nil); r.Status != 200 {
 		t.Errorf("API healthz: %d %s", r.Status, r.Body)
 	}
-	resp, err := http.Get("http://" + proc.dashAddr + "/api/v1/overview")
+	resp, err := http.Get("http://" + proc.DashAddr + "/api/v1/overview")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func TestServeAndGracefulStop(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("overview without the token from FA_DASHBOARD_TOKEN: %d", resp.StatusCode)
 	}
-	resp, err = http.Get("http://" + proc.dashAddr + "/api/v1/overview?token=0123456789abcdef-token")
+	resp, err = http.Get("http://" + proc.DashAddr + "/api/v1/overview?token=0123456789abcdef-token")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestServeAndGracefulStop(t *testing.T) {
 		t.Errorf("overview: %d %v", resp.StatusCode, err)
 	}
 	// The web dashboard is mounted: without a session it offers its login.
-	resp, err = http.Get("http://" + proc.dashAddr + "/login")
+	resp, err = http.Get("http://" + proc.DashAddr + "/login")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestServeAndGracefulStop(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
 		t.Errorf("dashboard login page: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	resp, err = http.Get("http://" + proc.dashAddr + "/metrics")
+	resp, err = http.Get("http://" + proc.DashAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func TestServeAndGracefulStop(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Errorf("metrics: %d", resp.StatusCode)
 	}
-	if err := proc.stop(t); err != nil {
+	if err := proc.Stop(t); err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(data, "broker.db")); err != nil {
@@ -152,16 +152,16 @@ func TestPprofIsOptIn(t *testing.T) {
 		return resp.StatusCode
 	}
 	off := startBroker(t, "--pki-dir", p.Dir, "--data-dir", t.TempDir())
-	if got := get("http://" + off.dashAddr + "/debug/pprof/"); got != http.StatusNotFound {
+	if got := get("http://" + off.DashAddr + "/debug/pprof/"); got != http.StatusNotFound {
 		t.Errorf("without --pprof: /debug/pprof/ answered %d, want 404", got)
 	}
-	off.kill(t)
+	off.Kill(t)
 	on := startBroker(t, "--pki-dir", p.Dir, "--data-dir", t.TempDir(), "--pprof", "--dashboard-token", "0123456789abcdef-token")
-	defer on.kill(t)
-	if got := get("http://" + on.dashAddr + "/debug/pprof/"); got != http.StatusUnauthorized {
+	defer on.Kill(t)
+	if got := get("http://" + on.DashAddr + "/debug/pprof/"); got != http.StatusUnauthorized {
 		t.Errorf("--pprof without the token: %d, want 401", got)
 	}
-	if got := get("http://" + on.dashAddr + "/debug/pprof/goroutine?debug=1&token=0123456789abcdef-token"); got != http.StatusOK {
+	if got := get("http://" + on.DashAddr + "/debug/pprof/goroutine?debug=1&token=0123456789abcdef-token"); got != http.StatusOK {
 		t.Errorf("--pprof with the token: %d, want 200", got)
 	}
 }

@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	brokercrds "github.com/federation-autoscaler/federation-autoscaler/deploy/crds/broker"
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/brokerproc"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/server/rest/resttest"
@@ -217,14 +214,7 @@ func kubeStoreArgs(t *testing.T) []string {
 func kubeStore(t *testing.T) ([]string, *testcluster.Env) {
 	t.Helper()
 	env := testcluster.Start(t)
-	if err := brokercrds.Install(context.Background(), env.Config); err != nil {
-		t.Fatal(err)
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fa-broker"}}
-	if err := env.Client.Create(context.Background(), ns); err != nil {
-		t.Fatal(err)
-	}
-	return []string{"--store", "kubernetes", "--kubeconfig", env.Kubeconfig, "--namespace", ns.Name}, env
+	return brokerproc.KubeStore(t, env, "fa-broker"), env
 }
 
 func crashRecovery(t *testing.T, storeArgs ...string) {
@@ -237,7 +227,7 @@ func crashRecovery(t *testing.T, storeArgs ...string) {
 	args := append([]string{"--pki-dir", p.Dir, "--rate-limit-burst", "100000", "--rate-limit-rps", "100000"}, storeArgs...)
 	proc := startBroker(t, args...)
 	url := &switchable{}
-	url.set("https://" + proc.apiAddr)
+	url.set("https://" + proc.APIAddr)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -247,19 +237,19 @@ func crashRecovery(t *testing.T, storeArgs ...string) {
 	start := time.Now()
 	for k := range kills {
 		time.Sleep(time.Duration(50+rng.IntN(400)) * time.Millisecond) // a random moment to crash at
-		proc.kill(t)
+		proc.Kill(t)
 		proc = startBroker(t, args...)
-		url.set("https://" + proc.apiAddr)
+		url.set("https://" + proc.APIAddr)
 		if k == kills-1 {
 			cancel()
 		}
 	}
 	wg.Wait()
-	proc.kill(t)
+	proc.Kill(t)
 	proc = startBroker(t, args...)
 	t.Logf("%d kills in %s", kills, time.Since(start).Round(time.Millisecond))
 	verifyAcked(t, p, proc, l, consumers)
-	if err := proc.stop(t); err != nil {
+	if err := proc.Stop(t); err != nil {
 		t.Errorf("graceful stop: %v", err)
 	}
 }
@@ -287,7 +277,7 @@ func startChurn(ctx context.Context, t *testing.T, p *resttest.PKI, url *switcha
 // reservation is there in at least its acknowledged phase, that reserved
 // chunks equal the live reservations' chunks and that no provider is
 // overbooked.
-func verifyAcked(t *testing.T, p *resttest.PKI, proc *process, l *ledger, consumers int) {
+func verifyAcked(t *testing.T, p *resttest.PKI, proc *brokerproc.Process, l *ledger, consumers int) {
 	byPhase := map[api.Phase]int{}
 	for _, ph := range l.acked {
 		byPhase[ph]++
@@ -307,7 +297,7 @@ func verifyAcked(t *testing.T, p *resttest.PKI, proc *process, l *ledger, consum
 		consumer, _, _ := strings.Cut(res, "-r")
 		c := clients[consumer]
 		if c == nil {
-			c = p.NewClient(t, "https://"+proc.apiAddr, consumer, api.RoleConsumer, 1)
+			c = p.NewClient(t, "https://"+proc.APIAddr, consumer, api.RoleConsumer, 1)
 			clients[consumer] = c
 		}
 		r := c.Must(t, "GET", "/api/v1/reservations/"+res, nil)
@@ -331,7 +321,7 @@ func verifyAcked(t *testing.T, p *resttest.PKI, proc *process, l *ledger, consum
 		t.Errorf("no reservation reached Peered: the churn did not exercise the phase machine")
 	}
 
-	resp, err := http.Get("http://" + proc.dashAddr + "/api/v1/overview")
+	resp, err := http.Get("http://" + proc.DashAddr + "/api/v1/overview")
 	if err != nil {
 		t.Fatal(err)
 	}

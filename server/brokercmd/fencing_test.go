@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,41 +32,30 @@ func TestStalledLeaderFenced(t *testing.T) {
 	)
 	p := resttest.NewPKI(t)
 	storeArgs, env := kubeStore(t)
-	args := append([]string{"--pki-dir", p.Dir, "--rate-limit-burst", "100000", "--rate-limit-rps", "100000", "--leader-elect"}, storeArgs...)
-	procs, url := startReplicas(t, 2, args)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	l, wg := startChurn(ctx, t, p, url, consumers, chunks)
+	h := startHA(t, p, 2, storeArgs, consumers, chunks)
 
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 13))
 	for range stops {
 		time.Sleep(time.Duration(200+rng.IntN(1500)) * time.Millisecond) // a random moment to stall at
-		procs = replaceExited(t, procs, args)
-		url.set(apiURLs(procs)...)
-		leader := waitLeader(t, procs)
-		if err := leader.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		leader := h.leader(t)
+		if err := leader.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		procs = slices.DeleteFunc(procs, func(pr *process) bool { return pr == leader })
-		procs = append(procs, launchBroker(t, args...))
-		url.set(apiURLs(procs)...)
-		waitLeader(t, procs)
+		h.drop(leader)
+		h.addStandby(t)
+		waitLeader(t, h.procs)
 		time.Sleep(2 * time.Second) // the new leader churns on: pairs end, credentials go
-		if err := leader.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		if err := leader.Cmd.Process.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case err := <-leader.exited:
-			t.Logf("stalled leader %s resumed and exited: %v; fencing: %v", leader.apiAddr, err, leader.loadLines())
+		case err := <-leader.Exited:
+			t.Logf("stalled leader %s resumed and exited: %v; fencing: %v", leader.APIAddr, err, leader.LoadLines())
 		case <-time.After(30 * time.Second):
-			t.Fatalf("the stalled leader %s still runs 30s after SIGCONT: two leaders", leader.apiAddr)
+			t.Fatalf("the stalled leader %s still runs 30s after SIGCONT: two leaders", leader.APIAddr)
 		}
 	}
-	cancel()
-	wg.Wait()
-	procs = replaceExited(t, procs, args)
-	leader := waitLeader(t, procs)
-	verifyAcked(t, p, leader, l, consumers)
+	leader := h.finish(t)
 
 	// What the API server holds is what the leader serves.
 	st, err := kube.Open(env.Config, kube.Options{Namespace: "fa-broker", Logger: slog.New(slog.DiscardHandler)})

@@ -16,8 +16,8 @@ func TestMigrateStore(t *testing.T) {
 	p := resttest.NewPKI(t)
 	data := t.TempDir()
 	proc := startBroker(t, "--pki-dir", p.Dir, "--data-dir", data)
-	prov := p.NewClient(t, "https://"+proc.apiAddr, "prov-a", api.RoleProvider, 1)
-	cons := p.NewClient(t, "https://"+proc.apiAddr, "cons-a", api.RoleConsumer, 1)
+	prov := p.NewClient(t, "https://"+proc.APIAddr, "prov-a", api.RoleProvider, 1)
+	cons := p.NewClient(t, "https://"+proc.APIAddr, "cons-a", api.RoleConsumer, 1)
 	prov.Must(t, "POST", "/api/v1/advertisements", map[string]any{"clusterId": "prov-a", "liqoClusterId": "liqo-prov-a",
 		"resources": map[string]string{"cpu": "8", "memory": "16Gi"}})
 	cons.Must(t, "POST", "/api/v1/heartbeat", map[string]any{"clusterId": "cons-a", "liqoClusterId": "liqo-cons-a"})
@@ -28,7 +28,7 @@ func TestMigrateStore(t *testing.T) {
 			t.Fatalf("reserve %s: %d %s", id, r.Status, r.Body)
 		}
 	}
-	if err := proc.stop(t); err != nil {
+	if err := proc.Stop(t); err != nil {
 		t.Fatal(err)
 	}
 
@@ -50,13 +50,13 @@ func TestMigrateStore(t *testing.T) {
 	served := func(args ...string) {
 		t.Helper()
 		proc := startBroker(t, append([]string{"--pki-dir", p.Dir}, args...)...)
-		c := p.NewClient(t, "https://"+proc.apiAddr, "cons-a", api.RoleConsumer, 1)
+		c := p.NewClient(t, "https://"+proc.APIAddr, "cons-a", api.RoleConsumer, 1)
 		for _, id := range ids {
 			if r := c.Must(t, "GET", "/api/v1/reservations/"+id, nil); r.Status != 200 {
 				t.Errorf("%v: reservation %s: %d %s", args, id, r.Status, r.Body)
 			}
 		}
-		if err := proc.stop(t); err != nil {
+		if err := proc.Stop(t); err != nil {
 			t.Fatal(err)
 		}
 	}

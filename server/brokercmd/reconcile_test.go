@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/brokerproc"
 	brokercrds "github.com/federation-autoscaler/federation-autoscaler/deploy/crds/broker"
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testcluster"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -148,21 +149,21 @@ func waitStored(ctx context.Context, t *testing.T, env *testcluster.Env, names .
 
 // killLeader SIGKILLs the leader, waits for another replica to lead and
 // starts a standby in its place.
-func killLeader(t *testing.T, procs []*process, args []string, url *switchable) []*process {
+func killLeader(t *testing.T, procs []*brokerproc.Process, args []string, url *switchable) []*brokerproc.Process {
 	t.Helper()
 	leader := waitLeader(t, procs)
-	_ = leader.cmd.Process.Signal(syscall.SIGKILL)
-	t.Logf("leader %s killed: %v", leader.apiAddr, <-leader.exited)
-	procs = slices.DeleteFunc(procs, func(pr *process) bool { return pr == leader })
+	_ = leader.Cmd.Process.Signal(syscall.SIGKILL)
+	t.Logf("leader %s killed: %v", leader.APIAddr, <-leader.Exited)
+	procs = slices.DeleteFunc(procs, func(pr *brokerproc.Process) bool { return pr == leader })
 	procs = append(procs, launchBroker(t, args...))
 	url.set(apiURLs(procs)...)
 	waitLeader(t, procs)
 	return procs
 }
 
-func overview(t *testing.T, pr *process) api.Overview {
+func overview(t *testing.T, pr *brokerproc.Process) api.Overview {
 	t.Helper()
-	resp, err := http.Get("http://" + pr.dashAddr + "/api/v1/overview")
+	resp, err := http.Get("http://" + pr.DashAddr + "/api/v1/overview")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func overview(t *testing.T, pr *process) api.Overview {
 
 // checkReconciled: reservation res is Peered on its agent's virtual node,
 // its Peer enforced, and the provider advertises chunks chunks.
-func checkReconciled(t *testing.T, leader *process, res string, chunks int32) {
+func checkReconciled(t *testing.T, leader *brokerproc.Process, res string, chunks int32) {
 	t.Helper()
 	ov := overview(t, leader)
 	for _, r := range ov.Reservations {
