@@ -60,7 +60,7 @@ done
 [[ -n "${bundle}" ]] || die "--bundle FILE is required: the consumer join bundle made by 'central-up.sh join --role consumer'"
 fa_check_name --namespace "${FA_NAMESPACE}"
 fa_check_port --console-node-port "${console_port}"
-[[ "${driver}" == liqoctl || "${driver}" == sim ]] || die "--liqo-driver ${driver}: use liqoctl (real Liqo) or sim (labs)"
+fa_check_driver "${driver}"
 case "${placement}" in
   Standard | Price | Eco | Latency) ;;
   *) die "--placement ${placement}: use Standard, Price, Eco or Latency (Weighted needs weights: edit the ConsumerPolicy afterwards)" ;;

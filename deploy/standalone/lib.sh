@@ -89,6 +89,11 @@ fa_check_port() {
   fi
 }
 
+# fa_check_driver VALUE: a --liqo-driver the agents know.
+fa_check_driver() {
+  [[ "$1" == liqoctl || "$1" == sim ]] || die "--liqo-driver $1: use liqoctl (real Liqo) or sim (labs)"
+}
+
 # fa_check_url WHAT VALUE: an http(s) URL without metacharacters (written
 # into the rendered manifests).
 fa_check_url() {

@@ -54,7 +54,7 @@ done
 [[ -n "${bundle}" ]] || die "--bundle FILE is required: the provider join bundle made by 'central-up.sh join --role provider'"
 fa_check_name --namespace "${FA_NAMESPACE}"
 fa_check_port --console-node-port "${console_port}"
-[[ "${driver}" == liqoctl || "${driver}" == sim ]] || die "--liqo-driver ${driver}: use liqoctl (real Liqo) or sim (labs)"
+fa_check_driver "${driver}"
 [[ -z "${sharing}" || -f "${sharing}" ]] || die "--sharing-file ${sharing}: no such file"
 fa_check_url --mock-geo-url "${geo_url}"
 fa_check_url --mock-eco-url "${eco_url}"

@@ -28,6 +28,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
 )
 
 // Scheduler places pending pods on nodes and plays the kubelet: a bound pod
@@ -322,17 +324,11 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// podRequests sums the containers' requests (init containers are ignored:
-// the demo workload has none).
+// podRequests is what p takes of a node: its requests as the scheduler
+// counts them (consolidate.EffectiveRequests, the consolidator's rule for
+// its placeholders) and one pod slot.
 func podRequests(p *corev1.Pod) corev1.ResourceList {
-	out := corev1.ResourceList{}
-	for _, c := range p.Spec.Containers {
-		for name, q := range c.Resources.Requests {
-			cur := out[name]
-			cur.Add(q)
-			out[name] = cur
-		}
-	}
+	out := consolidate.EffectiveRequests(p)
 	out[corev1.ResourcePods] = resource.MustParse("1")
 	return out
 }

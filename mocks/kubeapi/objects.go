@@ -221,11 +221,7 @@ func (s *Server) commitUpdate(req request, cur, next object) (object, error) {
 	k := key(req.namespace, req.name)
 	// An object being deleted goes away once its last finalizer is removed.
 	if _, deleting := md["deletionTimestamp"]; deleting && len(finalizers(next)) == 0 {
-		rv := s.store.nextRV()
-		md["resourceVersion"] = strconv.FormatUint(rv, 10)
-		delete(s.store.objects[gr], k)
-		s.store.record(gr, "DELETED", rv, next)
-		s.afterDelete(gr, next)
+		s.remove(gr, k, next)
 		return next, nil
 	}
 	if reflect.DeepEqual(withoutRV(cur), withoutRV(next)) {
@@ -370,12 +366,19 @@ func (s *Server) delete(res Resource, namespace, name string) (object, error) {
 		s.store.record(gr, "MODIFIED", rv, obj)
 		return obj, nil
 	}
+	s.remove(gr, k, obj)
+	return obj, nil
+}
+
+// remove takes the object under key k out of the store (s.store.mu held):
+// obj, its last state, gets a new resourceVersion and is the DELETED
+// event's object.
+func (s *Server) remove(gr schema.GroupResource, k string, obj object) {
 	rv := s.store.nextRV()
-	md["resourceVersion"] = strconv.FormatUint(rv, 10)
+	metadata(obj)["resourceVersion"] = strconv.FormatUint(rv, 10)
 	delete(s.store.objects[gr], k)
 	s.store.record(gr, "DELETED", rv, obj)
 	s.afterDelete(gr, obj)
-	return obj, nil
 }
 
 // afterDelete cascades: a namespace takes its objects with it and a CRD

@@ -56,15 +56,7 @@ func (s *Service) NodeGroupsBody(ctx context.Context, cn string, all bool) ([]by
 		return nil, fmt.Errorf("encode servedAt: %w", err)
 	}
 	if _, ok := s.budgeted.Load(cn); ok {
-		v, err := s.NodeGroups(ctx, cn, all)
-		if err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode node groups: %w", err)
-		}
-		return b, nil
+		return s.encodeNodeGroups(ctx, cn, all)
 	}
 	k := viewCacheKey{cn: cn, all: all}
 	// The key is read before the view is built: a change meanwhile moves
@@ -74,13 +66,9 @@ func (s *Service) NodeGroupsBody(ctx context.Context, cn string, all bool) ([]by
 	if e, ok := s.views.get(k, gen); ok {
 		return e.body(now), nil
 	}
-	v, err := s.NodeGroups(ctx, cn, all)
+	b, err := s.encodeNodeGroups(ctx, cn, all)
 	if err != nil {
 		return nil, err
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode node groups: %w", err)
 	}
 	e, ok := splitServedAt(b)
 	if !ok {
@@ -89,6 +77,19 @@ func (s *Service) NodeGroupsBody(ctx context.Context, cn string, all bool) ([]by
 	e.gen = gen
 	s.views.put(k, e, NodeGroupsCacheBytes)
 	return e.body(now), nil
+}
+
+// encodeNodeGroups is NodeGroups(ctx, cn, all) encoded by json.Marshal.
+func (s *Service) encodeNodeGroups(ctx context.Context, cn string, all bool) ([]byte, error) {
+	v, err := s.NodeGroups(ctx, cn, all)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encode node groups: %w", err)
+	}
+	return b, nil
 }
 
 // viewCacheKey names one cached view.
