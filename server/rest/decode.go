@@ -45,46 +45,51 @@ func clip(msg string) string {
 	return msg
 }
 
-// decodeAdvertisement decodes and validates POST /api/v1/advertisements.
-func decodeAdvertisement(body []byte) (api.AdvertisementRequest, error) {
-	var req api.AdvertisementRequest
-	if fe := api.ScreenAdvertisement(body); fe != nil {
-		return req, fe.APIError()
-	}
+// selfValidating is a request type of server/api: it validates itself
+// (every rule of a request lives there; rest only decodes).
+type selfValidating[Req any] interface {
+	*Req
+	Validate() error
+}
+
+// decodeValid decodes body strictly into a Req, then validates it.
+func decodeValid[Req any, P selfValidating[Req]](body []byte) (Req, error) {
+	var req Req
 	if err := decodeStrict(body, &req); err != nil {
 		return req, err
 	}
-	return req, req.Validate()
+	err := P(&req).Validate()
+	return req, err
+}
+
+// decodeScreened is decodeValid for the bodies that carry an
+// advertisement: api.ScreenAdvertisement checks the raw body first.
+func decodeScreened[Req any, P selfValidating[Req]](body []byte) (Req, error) {
+	if fe := api.ScreenAdvertisement(body); fe != nil {
+		var zero Req
+		return zero, fe.APIError()
+	}
+	return decodeValid[Req, P](body)
+}
+
+// decodeAdvertisement decodes and validates POST /api/v1/advertisements.
+func decodeAdvertisement(body []byte) (api.AdvertisementRequest, error) {
+	return decodeScreened[api.AdvertisementRequest](body)
 }
 
 // decodeHeartbeat decodes and validates POST /api/v1/heartbeat.
 func decodeHeartbeat(body []byte) (api.HeartbeatRequest, error) {
-	var req api.HeartbeatRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return req, err
-	}
-	return req, req.Validate()
+	return decodeValid[api.HeartbeatRequest](body)
 }
 
 // decodeReservation decodes and validates POST /api/v1/reservations.
 func decodeReservation(body []byte) (api.ReservationRequest, error) {
-	var req api.ReservationRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return req, err
-	}
-	return req, req.Validate()
+	return decodeValid[api.ReservationRequest](body)
 }
 
 // decodeResult decodes and validates POST /api/v1/instructions/{id}/result.
 func decodeResult(body []byte) (api.InstructionResultRequest, error) {
-	var req api.InstructionResultRequest
-	if fe := api.ScreenAdvertisement(body); fe != nil {
-		return req, fe.APIError()
-	}
-	if err := decodeStrict(body, &req); err != nil {
-		return req, err
-	}
-	return req, req.Validate()
+	return decodeScreened[api.InstructionResultRequest](body)
 }
 
 // parseWait parses the ?wait= query of GET /api/v1/instructions: a Go
