@@ -30,8 +30,9 @@ type haBrokers struct {
 	args   []string
 	addrs  []brokerproc.Options // replica i listens on addrs[i]
 
-	mu   sync.Mutex
-	reps []*brokerproc.Process // replica i's process, nil when stopped
+	mu    sync.Mutex
+	reps  []*brokerproc.Process // replica i's process, nil when stopped
+	kills []func()              // brokerproc's end-of-test kills, run after the federation's graceful stop
 }
 
 func newHABrokers(tb testing.TB, n int) *haBrokers {
@@ -46,7 +47,23 @@ func newHABrokers(tb testing.TB, n int) *haBrokers {
 	for range n {
 		h.addrs = append(h.addrs, brokerproc.Options{Listen: freePort(tb), DashboardListen: freePort(tb)})
 	}
+	// Registered before the federation's cleanup (which stops the replicas
+	// gracefully), so it runs after it.
+	tb.Cleanup(func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		for _, kill := range h.kills {
+			kill()
+		}
+	})
 	return h
+}
+
+// onCleanup collects a replica's end-of-test kill (brokerproc.TryLaunch).
+func (h *haBrokers) onCleanup(kill func()) {
+	h.mu.Lock()
+	h.kills = append(h.kills, kill)
+	h.mu.Unlock()
 }
 
 // setup installs the broker CRDs and namespace and returns the bundles'
@@ -64,7 +81,7 @@ func (h *haBrokers) setup(f *federation) string {
 // start (re)starts replica i; killLeader calls it from its own goroutine,
 // so it returns the error instead of failing the test.
 func (h *haBrokers) start(i int) error {
-	p, err := brokerproc.TryLaunch(h.tb, h.binary, h.addrs[i], h.args...)
+	p, err := brokerproc.TryLaunch(h.onCleanup, h.binary, h.addrs[i], h.args...)
 	if err != nil {
 		return err
 	}

@@ -72,19 +72,23 @@ func Start(tb testing.TB, binary string, o Options, args ...string) *Process {
 // Launch starts the broker (the binary's broker subcommand with args) and
 // waits until it has logged both addresses (a standby replica is never
 // ready, so Launch does not wait for /readyz). It fails the test if the
-// broker does not come up.
+// broker does not come up; the broker is SIGKILLed when the test ends.
 func Launch(tb testing.TB, binary string, o Options, args ...string) *Process {
 	tb.Helper()
-	p, err := TryLaunch(tb, binary, o, args...)
+	p, err := TryLaunch(tb.Cleanup, binary, o, args...)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return p
 }
 
-// TryLaunch is Launch returning the error instead of failing the test: for
-// a goroutine other than the test's (which must not call tb.Fatal).
-func TryLaunch(tb testing.TB, binary string, o Options, args ...string) (*Process, error) {
+// TryLaunch is Launch returning the error instead of failing the test (for
+// a goroutine other than the test's, which must not call tb.Fatal).
+// onCleanup registers the SIGKILL that ends the broker when its owner is
+// done: tb.Cleanup, or an owner's own list when its graceful stop runs in
+// a cleanup registered earlier (cleanups run last-in first-out, so a kill
+// registered by a mid-test restart would run before that stop).
+func TryLaunch(onCleanup func(func()), binary string, o Options, args ...string) (*Process, error) {
 	listen, dash := cmp.Or(o.Listen, "127.0.0.1:0"), cmp.Or(o.DashboardListen, "127.0.0.1:0")
 	cmd := exec.Command(binary, append([]string{"broker", "--listen", listen, "--dashboard-listen", dash}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -95,7 +99,7 @@ func TryLaunch(tb testing.TB, binary string, o Options, args ...string) (*Proces
 		return nil, fmt.Errorf("starting the broker: %w", err)
 	}
 	p := &Process{Cmd: cmd, Exited: make(chan error, 1)}
-	tb.Cleanup(func() { _ = cmd.Process.Kill() }) // SIGKILL ends a stopped one too
+	onCleanup(func() { _ = cmd.Process.Kill() }) // SIGKILL ends a stopped one too
 	found := make(chan struct{})
 	go func() {
 		p.readLog(stderr, found)
