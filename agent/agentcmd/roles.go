@@ -5,6 +5,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/provider"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -32,13 +33,9 @@ func (as *assembly) provider(ctx context.Context) error {
 		as.run("probe responder", r.Serve)
 	}
 	if d.Geo != nil {
-		pc.Geo = func(ctx context.Context, ip string) (*api.Topology, error) {
-			loc, found, err := d.Geo.Lookup(ctx, ip)
-			if err != nil || !found {
-				return nil, err
-			}
-			return &api.Topology{Region: loc.Region, City: loc.City, Latitude: loc.Latitude, Longitude: loc.Longitude}, nil
-		}
+		pc.Geo = geoLookup(d.Geo, func(l location.Location) *api.Topology {
+			return &api.Topology{Region: l.Region, City: l.City, Latitude: l.Latitude, Longitude: l.Longitude}
+		})
 	}
 	if d.Carbon != nil {
 		pc.Carbon = func(ctx context.Context, region string) (*float64, []float64, error) {
@@ -88,13 +85,9 @@ func (as *assembly) consumer(ctx context.Context) error {
 		Consolidation: d.Consolidation,
 	}
 	if d.Geo != nil {
-		cc.Geo = func(ctx context.Context, ip string) (*consumer.Location, error) {
-			loc, found, err := d.Geo.Lookup(ctx, ip)
-			if err != nil || !found {
-				return nil, err
-			}
-			return &consumer.Location{Region: loc.Region, City: loc.City, Latitude: loc.Latitude, Longitude: loc.Longitude}, nil
-		}
+		cc.Geo = geoLookup(d.Geo, func(l location.Location) *consumer.Location {
+			return &consumer.Location{Region: l.Region, City: l.City, Latitude: l.Latitude, Longitude: l.Longitude}
+		})
 	}
 	if d.TuneConsumer != nil {
 		d.TuneConsumer(&cc)
@@ -132,6 +125,19 @@ func (as *assembly) consumer(ctx context.Context) error {
 	}
 	as.run("consumer agent", agent.Run)
 	return nil
+}
+
+// geoLookup adapts the Geo seam to an agent's lookup, which answers nil
+// (and no error) for an address the locator does not know; to converts a
+// found location to the agent's type.
+func geoLookup[T any](g GeoLocator, to func(location.Location) *T) func(context.Context, string) (*T, error) {
+	return func(ctx context.Context, ip string) (*T, error) {
+		loc, found, err := g.Lookup(ctx, ip)
+		if err != nil || !found {
+			return nil, err
+		}
+		return to(loc), nil
+	}
 }
 
 // consoleOptions are the console's options from Deps.Console.
