@@ -287,7 +287,7 @@ func (c *Consolidator) read(ctx context.Context, vns []localapi.VirtualNode) (*w
 	}
 	ready := map[string]bool{}
 	for i := range nodes.Items {
-		if nodeReady(&nodes.Items[i]) {
+		if liqo.NodeReady(&nodes.Items[i]) {
 			ready[nodes.Items[i].Name] = true
 		}
 	}
@@ -658,14 +658,6 @@ func ownedByDaemonSet(p *corev1.Pod) bool {
 	return c != nil && c.Kind == "DaemonSet"
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
 
 func sortedKeys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
