@@ -139,7 +139,6 @@ func (p *projector) reconcileAll(ctx context.Context) error {
 	return nil
 }
 
-
 // observeNode sets the status from the virtual node that exists.
 func observeNode(want *fav1alpha1.VirtualNodeStateStatus, node *corev1.Node) {
 	want.VirtualNodeName, want.ProviderID, want.Allocatable = node.Name, node.Spec.ProviderID, node.Status.Allocatable.DeepCopy()
