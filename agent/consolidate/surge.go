@@ -40,10 +40,9 @@ const (
 	// surge (a JSON surgeRecord), written in the same update as the
 	// replicas, so a restarted agent can undo it.
 	AnnotationSurge = "consolidation.federation-autoscaler.io/surge"
-	// AnnotationDeletionCost is Kubernetes' pod-deletion-cost: the
-	// ReplicaSet controller deletes lower-cost pods first on scale-down.
-	AnnotationDeletionCost = "controller.kubernetes.io/pod-deletion-cost"
-	// DeletionCost is what the moving pods get: the lowest an int32 has.
+	// DeletionCost is the pod-deletion-cost (corev1.PodDeletionCost: the
+	// ReplicaSet controller deletes lower-cost pods first on scale-down)
+	// the moving pods get: the lowest an int32 has.
 	DeletionCost = math.MinInt32
 	// DefaultSurgeTimeout bounds the surging phase (Config.SurgeTimeout).
 	DefaultSurgeTimeout = 10 * time.Minute
@@ -268,7 +267,7 @@ func (c *Consolidator) startSurge(ctx context.Context, m Move, w *world, now tim
 // surge gives pods the lowest deletion cost and scales their owner up by
 // their number.
 func (c *Consolidator) surge(ctx context.Context, o ownerKey, pods []*corev1.Pod, move string) (Surge, error) {
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, AnnotationDeletionCost, strconv.Itoa(DeletionCost))
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, corev1.PodDeletionCost, strconv.Itoa(DeletionCost))
 	for _, p := range pods {
 		if _, err := c.cfg.Kube.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			return Surge{}, fmt.Errorf("setting the deletion cost of %s/%s: %w", p.Namespace, p.Name, err)

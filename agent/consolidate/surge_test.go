@@ -99,7 +99,7 @@ func (f *fixture) deletionCost(ns, name string) string {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	return p.Annotations[AnnotationDeletionCost]
+	return p.Annotations[corev1.PodDeletionCost]
 }
 
 // placed starts a move of dear to cheap and binds its placeholders.
