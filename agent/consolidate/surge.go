@@ -81,38 +81,46 @@ type owner struct {
 	current     int32 // status.replicas
 }
 
-func (c *Consolidator) getOwner(ctx context.Context, kind, ns, name string) (*owner, func(context.Context) error, error) {
+// getOwner reads a Deployment or ReplicaSet; update writes back what was
+// changed through the owner's fields.
+func (c *Consolidator) getOwner(ctx context.Context, kind, ns, name string) (o *owner, update func(context.Context) error, err error) {
 	switch kind {
 	case KindDeployment:
-		d, err := c.cfg.Kube.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, err
-		}
-		o := &owner{kind: kind, meta: &d.ObjectMeta, replicas: d.Spec.Replicas, observedGen: d.Status.ObservedGeneration, available: d.Status.AvailableReplicas, current: d.Status.Replicas}
-		if o.replicas == nil {
-			d.Spec.Replicas = new(int32(1))
-			o.replicas = d.Spec.Replicas
-		}
-		return o, func(ctx context.Context) error {
-			_, err := c.cfg.Kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{})
-			return err
-		}, nil
+		return readOwner(ctx, c.cfg.Kube.AppsV1().Deployments(ns), name, func(d *appsv1.Deployment) *owner {
+			return newOwner(kind, &d.ObjectMeta, &d.Spec.Replicas, d.Status.ObservedGeneration, d.Status.AvailableReplicas, d.Status.Replicas)
+		})
 	case KindReplicaSet:
-		rs, err := c.cfg.Kube.AppsV1().ReplicaSets(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, nil, err
-		}
-		o := &owner{kind: kind, meta: &rs.ObjectMeta, replicas: rs.Spec.Replicas, observedGen: rs.Status.ObservedGeneration, available: rs.Status.AvailableReplicas, current: rs.Status.Replicas}
-		if o.replicas == nil {
-			rs.Spec.Replicas = new(int32(1))
-			o.replicas = rs.Spec.Replicas
-		}
-		return o, func(ctx context.Context) error {
-			_, err := c.cfg.Kube.AppsV1().ReplicaSets(ns).Update(ctx, rs, metav1.UpdateOptions{})
-			return err
-		}, nil
+		return readOwner(ctx, c.cfg.Kube.AppsV1().ReplicaSets(ns), name, func(rs *appsv1.ReplicaSet) *owner {
+			return newOwner(kind, &rs.ObjectMeta, &rs.Spec.Replicas, rs.Status.ObservedGeneration, rs.Status.AvailableReplicas, rs.Status.Replicas)
+		})
 	}
 	return nil, nil, fmt.Errorf("owner kind %s is not surged", kind)
+}
+
+// getUpdater is the part of a typed client readOwner uses.
+type getUpdater[T any] interface {
+	Get(ctx context.Context, name string, opts metav1.GetOptions) (T, error)
+	Update(ctx context.Context, obj T, opts metav1.UpdateOptions) (T, error)
+}
+
+func readOwner[T any](ctx context.Context, api getUpdater[T], name string, view func(T) *owner) (*owner, func(context.Context) error, error) {
+	obj, err := api.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	return view(obj), func(ctx context.Context) error {
+		_, err := api.Update(ctx, obj, metav1.UpdateOptions{})
+		return err
+	}, nil
+}
+
+// newOwner views an object's scale; an unset spec.replicas is the API's
+// default, 1.
+func newOwner(kind string, meta *metav1.ObjectMeta, replicas **int32, observedGen int64, available, current int32) *owner {
+	if *replicas == nil {
+		*replicas = new(int32(1))
+	}
+	return &owner{kind: kind, meta: meta, replicas: *replicas, observedGen: observedGen, available: available, current: current}
 }
 
 // ownerKey names an owner.
