@@ -36,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -421,6 +422,19 @@ func (c *Consolidator) setPhase(from string, p Phase, now time.Time) {
 	}
 }
 
+// keysIn returns the keys of the moves in one of phases.
+func (c *Consolidator) keysIn(phases ...Phase) map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]bool{}
+	for from, m := range c.moves {
+		if slices.Contains(phases, m.Phase) {
+			out[key(from)] = true
+		}
+	}
+	return out
+}
+
 func (c *Consolidator) end(from string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -434,14 +448,7 @@ func (c *Consolidator) collectOrphans(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing placeholders: %w", err)
 	}
-	placing := map[string]bool{}
-	c.mu.Lock()
-	for from, m := range c.moves {
-		if m.Phase == PhasePlacing {
-			placing[key(from)] = true
-		}
-	}
-	c.mu.Unlock()
+	placing := c.keysIn(PhasePlacing)
 	var errs []error
 	for i := range pods.Items {
 		p := &pods.Items[i]

@@ -399,14 +399,7 @@ func (c *Consolidator) unsurge(ctx context.Context, kind, ns, name, move string)
 // collectSurges undoes the surges no surging move owns (an agent restart
 // forgot its moves).
 func (c *Consolidator) collectSurges(ctx context.Context) error {
-	surging := map[string]bool{}
-	c.mu.Lock()
-	for from, m := range c.moves {
-		if m.Phase == PhaseSurging {
-			surging[key(from)] = true
-		}
-	}
-	c.mu.Unlock()
+	surging := c.keysIn(PhaseSurging)
 	var found []ownerKey
 	moves := map[ownerKey]string{}
 	deps, err := c.cfg.Kube.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
@@ -473,14 +466,7 @@ func (c *Consolidator) taint(ctx context.Context, nodes []string, k string) erro
 // untaintStale removes TaintMoving from nodes no surging or draining move
 // owns (the move ended, was abandoned, or the agent restarted).
 func (c *Consolidator) untaintStale(ctx context.Context, nodes []corev1.Node) error {
-	live := map[string]bool{}
-	c.mu.Lock()
-	for from, m := range c.moves {
-		if m.Phase == PhaseSurging || m.Phase == PhaseDraining {
-			live[key(from)] = true
-		}
-	}
-	c.mu.Unlock()
+	live := c.keysIn(PhaseSurging, PhaseDraining)
 	var errs []error
 	for i := range nodes {
 		n := nodes[i].DeepCopy()

@@ -46,6 +46,16 @@ func (f *fixture) deployment(name string, replicas int32, mod ...func(*appsv1.De
 	}
 }
 
+// hpa adds a HorizontalPodAutoscaler in shop scaling kind/name.
+func (f *fixture) hpa(kind, name string) {
+	f.t.Helper()
+	h := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop"},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: kind, Name: name, APIVersion: "apps/v1"}, MaxReplicas: 5}}
+	if _, err := f.kube.AutoscalingV2().HorizontalPodAutoscalers("shop").Create(context.Background(), h, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func ownedBy(ref metav1.OwnerReference) func(*corev1.Pod) {
 	return func(p *corev1.Pod) { p.OwnerReferences = []metav1.OwnerReference{ref} }
 }
@@ -228,19 +238,11 @@ func TestSurgeLeavesToCA(t *testing.T) {
 		}},
 		{"HPA on the Deployment", func(f *fixture) func(*corev1.Pod) {
 			f.deployment("web", 2)
-			hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
-				Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: KindDeployment, Name: "web", APIVersion: "apps/v1"}, MaxReplicas: 5}}
-			if _, err := f.kube.AutoscalingV2().HorizontalPodAutoscalers("shop").Create(context.Background(), hpa, metav1.CreateOptions{}); err != nil {
-				f.t.Fatal(err)
-			}
+			f.hpa(KindDeployment, "web")
 			return ownedBy(f.replicaSet("web-1", 2, "web"))
 		}},
 		{"HPA on the ReplicaSet", func(f *fixture) func(*corev1.Pod) {
-			hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop"},
-				Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: KindReplicaSet, Name: "web", APIVersion: "apps/v1"}, MaxReplicas: 5}}
-			if _, err := f.kube.AutoscalingV2().HorizontalPodAutoscalers("shop").Create(context.Background(), hpa, metav1.CreateOptions{}); err != nil {
-				f.t.Fatal(err)
-			}
+			f.hpa(KindReplicaSet, "web")
 			return ownedBy(f.replicaSet("web", 2, ""))
 		}},
 		{"Deployment rolling out", func(f *fixture) func(*corev1.Pod) {

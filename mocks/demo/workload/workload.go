@@ -323,21 +323,24 @@ func deletionCost(p *corev1.Pod) int32 {
 }
 
 func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	c := readyCondition(p)
+	return c != nil && c.Status == corev1.ConditionTrue
 }
 
 func readySince(p *corev1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.LastTransitionTime.Time
-		}
+	if c := readyCondition(p); c != nil {
+		return c.LastTransitionTime.Time
 	}
 	return time.Time{}
+}
+
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 func restarts(p *corev1.Pod) int32 {
