@@ -220,6 +220,15 @@ func (w *Workload) reconcile(ctx context.Context) error {
 // spec.replicas and returns the ReplicaSet.
 func (w *Workload) replicas(ctx context.Context) (*appsv1.ReplicaSet, error) {
 	rs, err := w.client.AppsV1().ReplicaSets(w.namespace).Get(ctx, ReplicaSetName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// Deleted by hand: made again, at the console's count.
+		if err = w.ensureReplicaSet(ctx); err == nil {
+			w.mu.Lock()
+			w.unapplied = true
+			w.mu.Unlock()
+			rs, err = w.client.AppsV1().ReplicaSets(w.namespace).Get(ctx, ReplicaSetName, metav1.GetOptions{})
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the workload's ReplicaSet: %w", err)
 	}
