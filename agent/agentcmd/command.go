@@ -152,6 +152,7 @@ behaviour.`,
 	f.IntVar(&o.Consolidation.Budget.Max, "consolidation-max-moves", consolidate.DefaultMaxMoves, "consumer: most moves of autoscaled capacity to a better provider that start per --consolidation-window (0: none; the ConsumerPolicy's lifecycle.maxMovesPerWindow overrides it)")
 	f.DurationVar(&o.Consolidation.Budget.Window, "consolidation-window", consolidate.DefaultMoveWindow, "consumer: the window of --consolidation-max-moves (the ConsumerPolicy's lifecycle.moveWindowSeconds overrides it)")
 	f.DurationVar(&o.Consolidation.PlaceTimeout, "consolidation-place-timeout", consolidate.DefaultPlaceTimeout, "consumer: how long a move waits for the better node group to grow before it is abandoned")
+	f.DurationVar(&o.Consolidation.SurgeTimeout, "consolidation-surge-timeout", consolidate.DefaultSurgeTimeout, "consumer: how long a move waits for the surged workloads' new pods on the better node group to be available before it scales them back and leaves the rest to the Cluster Autoscaler's eviction")
 	f.DurationVar(&o.Consolidation.DrainTimeout, "consolidation-drain-timeout", consolidate.DefaultDrainTimeout, "consumer: how long a move keeps the worse node group draining before it ends")
 	f.IntVar(&o.ChoiceMaxCandidates, "choice-max-candidates", choice.DefaultMaxCandidates, "consumer: most providers the Choice model is shown, the best by the fallback order (1 to 256)")
 	f.BoolVar(&o.InstallCRDs, "install-crds", true, "install or update the agent's CRDs at start")

@@ -152,7 +152,7 @@ func (o *Options) checkConsolidation() []error {
 	for _, f := range []struct {
 		name string
 		d    time.Duration
-	}{{"--consolidation-place-timeout", c.PlaceTimeout}, {"--consolidation-drain-timeout", c.DrainTimeout}} {
+	}{{"--consolidation-place-timeout", c.PlaceTimeout}, {"--consolidation-surge-timeout", c.SurgeTimeout}, {"--consolidation-drain-timeout", c.DrainTimeout}} {
 		if f.d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s: must not be negative (0: the default)", f.name, f.d))
 		}

@@ -7,17 +7,25 @@
 //     group's autoscaled nodes, sized like it and pinned to the better
 //     provider's virtual nodes (node selector on Liqo's remote-cluster-id
 //     label), so that CA's own scale-up grows the better group;
-//   - draining: once every placeholder is bound to a Ready node of the
+//   - surging: once every placeholder is bound to a Ready node of the
 //     better group, the placeholders are deleted (the room they held is the
-//     moving pods' now) and the worse group gets the role "drain", the
-//     better one "keep": the adapter answers NodeGroupGetOptions from these
-//     roles, so CA's own scale-down finds the worse nodes unneeded, drains
-//     them (respecting PodDisruptionBudgets) and calls NodeGroupDeleteNodes,
-//     while none of the better group's nodes is unneeded meanwhile.
+//     moving pods' now), the worse nodes are tainted NoSchedule and the
+//     workloads there are replaced before anything stops (surge.go): their
+//     owners are scaled up, and back once the new pods are available, the
+//     ReplicaSet controller deleting the worse nodes' pods (lowest
+//     pod-deletion-cost); both groups have the role "keep" meanwhile, so CA
+//     removes neither's nodes;
+//   - draining: the worse group gets the role "drain", the better one
+//     "keep": the adapter answers NodeGroupGetOptions from these roles, so
+//     CA's own scale-down finds the worse nodes unneeded (empty, or holding
+//     the pods the surge could not replace), drains them (respecting
+//     PodDisruptionBudgets) and calls NodeGroupDeleteNodes, while none of
+//     the better group's nodes is unneeded meanwhile.
 //
 // A move that cannot place in time is abandoned (its placeholders deleted;
-// CA shrinks what grew for it); one that cannot drain in time ends and its
-// roles go. A disruption budget bounds how many moves start per window.
+// CA shrinks what grew for it); a surge not available in time is scaled
+// back and the move drains; one that cannot drain in time ends and its
+// roles and taints go. A disruption budget bounds how many moves start per window.
 package consolidate
 
 import (
@@ -28,6 +36,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -104,9 +113,10 @@ type Config struct {
 	// PriorityClass, Image: the placeholders' (defaults above).
 	PriorityClass, Image string
 	// PlaceTimeout bounds the placing phase, DrainTimeout the draining one.
-	PlaceTimeout, DrainTimeout time.Duration
-	Clock                      clock.PassiveClock
-	Logger                     *slog.Logger
+	// SurgeTimeout the surging one.
+	PlaceTimeout, DrainTimeout, SurgeTimeout time.Duration
+	Clock                                    clock.PassiveClock
+	Logger                                   *slog.Logger
 }
 
 // Inputs are what one Reconcile works from.
@@ -129,6 +139,7 @@ type Phase string
 // Move phases.
 const (
 	PhasePlacing  Phase = "Placing"
+	PhaseSurging  Phase = "Surging"
 	PhaseDraining Phase = "Draining"
 )
 
@@ -141,6 +152,8 @@ type Move struct {
 	StartedAt, PhaseAt time.Time
 	// Placeholders is how many placeholder pods the move made.
 	Placeholders int
+	// Surges are the owners scaled up for the move (surging phase on).
+	Surges []Surge
 	// Reason is the broker's.
 	Reason string
 }
@@ -176,6 +189,9 @@ func New(cfg Config) (*Consolidator, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = DefaultDrainTimeout
 	}
+	if cfg.SurgeTimeout <= 0 {
+		cfg.SurgeTimeout = DefaultSurgeTimeout
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
@@ -185,21 +201,32 @@ func New(cfg Config) (*Consolidator, error) {
 	return &Consolidator{cfg: cfg, log: cfg.Logger, moves: map[string]*Move{}}, nil
 }
 
-// Roles returns the node groups' roles in the moves that are draining.
+// Roles returns the node groups' roles in the moves that are surging
+// (both "keep": CA removes no node of either while the workloads are
+// replaced) or draining (the worse "drain", the better "keep").
 func (c *Consolidator) Roles() map[string]api.ConsolidationRole {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out map[string]api.ConsolidationRole
 	for _, m := range c.moves {
-		if m.Phase != PhaseDraining {
+		if m.Phase != PhaseDraining && m.Phase != PhaseSurging {
 			continue
 		}
 		if out == nil {
 			out = map[string]api.ConsolidationRole{}
 		}
 		out[m.From], out[m.To] = api.RoleDrain, api.RoleKeep
+		if m.Phase == PhaseSurging {
+			out[m.From] = api.RoleKeep
+		}
 	}
 	return out
+}
+
+// copySurges returns m with its own copy of the surges.
+func (m Move) copySurges() Move {
+	m.Surges = append([]Surge(nil), m.Surges...)
+	return m
 }
 
 // Moves returns the moves under way, sorted by From.
@@ -208,7 +235,7 @@ func (c *Consolidator) Moves() []Move {
 	defer c.mu.Unlock()
 	out := make([]Move, 0, len(c.moves))
 	for _, k := range sortedKeys(c.moves) {
-		out = append(out, *c.moves[k])
+		out = append(out, c.moves[k].copySurges())
 	}
 	return out
 }
@@ -222,6 +249,8 @@ type world struct {
 	alive      map[string]int
 	// readyIn is the Ready node names by group.
 	readyIn map[string]map[string]bool
+	// nodes are the cluster's nodes.
+	nodes []corev1.Node
 }
 
 // Reconcile advances the moves under way, deletes placeholders no move
@@ -249,7 +278,17 @@ func (c *Consolidator) Reconcile(ctx context.Context, in Inputs) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := c.collectOrphans(ctx); err != nil {
+	c.mu.Lock()
+	swept := c.swept
+	c.mu.Unlock()
+	if err := c.untaintStale(ctx, w.nodes); err != nil {
+		errs = append(errs, err)
+	}
+	err = c.collectOrphans(ctx)
+	if err == nil && !swept {
+		err = c.collectSurges(ctx)
+	}
+	if err != nil {
 		errs = append(errs, err)
 	} else {
 		c.mu.Lock()
@@ -287,11 +326,11 @@ func (c *Consolidator) read(ctx context.Context, vns []localapi.VirtualNode) (*w
 	}
 	ready := map[string]bool{}
 	for i := range nodes.Items {
-		if nodeReady(&nodes.Items[i]) {
+		if liqo.NodeReady(&nodes.Items[i]) {
 			ready[nodes.Items[i].Name] = true
 		}
 	}
-	w := &world{autoscaled: map[string][]string{}, alive: map[string]int{}, readyIn: map[string]map[string]bool{}}
+	w := &world{autoscaled: map[string][]string{}, alive: map[string]int{}, readyIn: map[string]map[string]bool{}, nodes: nodes.Items}
 	for _, v := range vns {
 		if v.NodeGroupID == "" || v.VirtualNodeName == "" {
 			continue
@@ -319,7 +358,7 @@ func (c *Consolidator) read(ctx context.Context, vns []localapi.VirtualNode) (*w
 // node (or after DrainTimeout).
 func (c *Consolidator) advance(ctx context.Context, from string, w *world, now time.Time) error {
 	c.mu.Lock()
-	m := *c.moves[from]
+	m := c.moves[from].copySurges()
 	c.mu.Unlock()
 	switch m.Phase {
 	case PhasePlacing:
@@ -329,11 +368,7 @@ func (c *Consolidator) advance(ctx context.Context, from string, w *world, now t
 		}
 		switch {
 		case bound == total:
-			if err := c.deletePlaceholders(ctx, key(from)); err != nil {
-				return err
-			}
-			c.log.Info("Consolidation: the better group has room; draining the worse one through the Cluster Autoscaler", "from", from, "to", m.To, "placeholders", total)
-			c.setPhase(from, PhaseDraining, now)
+			return c.startSurge(ctx, m, w, now)
 		case now.Sub(m.PhaseAt) >= c.cfg.PlaceTimeout:
 			if err := c.deletePlaceholders(ctx, key(from)); err != nil {
 				return err
@@ -341,6 +376,8 @@ func (c *Consolidator) advance(ctx context.Context, from string, w *world, now t
 			c.log.Warn("Consolidation abandoned: the better group did not get room in time", "from", from, "to", m.To, "bound", bound, "placeholders", total, "timeout", c.cfg.PlaceTimeout)
 			c.end(from)
 		}
+	case PhaseSurging:
+		return c.advanceSurge(ctx, m, now)
 	case PhaseDraining:
 		switch {
 		case w.alive[from] == 0:
@@ -385,6 +422,19 @@ func (c *Consolidator) setPhase(from string, p Phase, now time.Time) {
 	}
 }
 
+// keysIn returns the keys of the moves in one of phases.
+func (c *Consolidator) keysIn(phases ...Phase) map[string]bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]bool{}
+	for from, m := range c.moves {
+		if slices.Contains(phases, m.Phase) {
+			out[key(from)] = true
+		}
+	}
+	return out
+}
+
 func (c *Consolidator) end(from string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -398,14 +448,7 @@ func (c *Consolidator) collectOrphans(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing placeholders: %w", err)
 	}
-	placing := map[string]bool{}
-	c.mu.Lock()
-	for from, m := range c.moves {
-		if m.Phase == PhasePlacing {
-			placing[key(from)] = true
-		}
-	}
-	c.mu.Unlock()
+	placing := c.keysIn(PhasePlacing)
 	var errs []error
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -656,15 +699,6 @@ func findGroup(groups []api.NodeGroupView, id string) *api.NodeGroupView {
 func ownedByDaemonSet(p *corev1.Pod) bool {
 	c := metav1.GetControllerOf(p)
 	return c != nil && c.Kind == "DaemonSet"
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func sortedKeys[V any](m map[string]V) []string {

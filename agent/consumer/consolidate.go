@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
@@ -27,7 +28,7 @@ func (a *Agent) consolidate(ctx context.Context, lifecycle *api.Lifecycle, moves
 	if err := a.consol.Reconcile(ctx, in); err != nil && ctx.Err() == nil {
 		a.log.Warn("Consolidation pass failed; retried after the next heartbeat", "err", err)
 	}
-	if len(before) != len(a.consol.Roles()) {
+	if !maps.Equal(before, a.consol.Roles()) {
 		a.changes.Notify()
 	}
 }

@@ -129,8 +129,9 @@ type Consolidation struct {
 	// ConsumerPolicy's lifecycle.maxMovesPerWindow / moveWindowSeconds
 	// override it.
 	Budget consolidate.Budget
-	// PlaceTimeout and DrainTimeout bound a move's phases (0: defaults).
-	PlaceTimeout, DrainTimeout time.Duration
+	// PlaceTimeout, SurgeTimeout and DrainTimeout bound a move's phases
+	// (0: defaults).
+	PlaceTimeout, SurgeTimeout, DrainTimeout time.Duration
 }
 
 // Agent is the consumer agent.
@@ -218,7 +219,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.choiceIn = choiceSettings{ep: cfg.Model, err: cfg.Model.Validate()}
-	if a.consol, err = consolidate.New(consolidate.Config{Kube: cfg.Kube, Namespace: cfg.Namespace, PlaceTimeout: cfg.Consolidation.PlaceTimeout, DrainTimeout: cfg.Consolidation.DrainTimeout, Clock: cfg.Clock, Logger: a.log}); err != nil {
+	if a.consol, err = consolidate.New(consolidate.Config{Kube: cfg.Kube, Namespace: cfg.Namespace, PlaceTimeout: cfg.Consolidation.PlaceTimeout, SurgeTimeout: cfg.Consolidation.SurgeTimeout, DrainTimeout: cfg.Consolidation.DrainTimeout, Clock: cfg.Clock, Logger: a.log}); err != nil {
 		return nil, err
 	}
 	a.beatStreak = cfg.Tracker.NewStreak("Heartbeat", a.log, cfg.Clock, false)

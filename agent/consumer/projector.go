@@ -139,20 +139,11 @@ func (p *projector) reconcileAll(ctx context.Context) error {
 	return nil
 }
 
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // observeNode sets the status from the virtual node that exists.
 func observeNode(want *fav1alpha1.VirtualNodeStateStatus, node *corev1.Node) {
 	want.VirtualNodeName, want.ProviderID, want.Allocatable = node.Name, node.Spec.ProviderID, node.Status.Allocatable.DeepCopy()
 	switch {
-	case nodeReady(node):
+	case liqo.NodeReady(node):
 		want.Phase, want.Message = fav1alpha1.VirtualNodeRunning, "virtual node is Ready"
 	case want.Phase == "" || want.Phase == fav1alpha1.VirtualNodeCreating:
 		want.Phase, want.Message = fav1alpha1.VirtualNodeCreating, "virtual node is not Ready yet"
@@ -205,7 +196,7 @@ func (p *projector) reconcile(ctx context.Context, v *fav1alpha1.VirtualNodeStat
 		p.observeMissing(want, v, name, now)
 	}
 	ready := metav1.Condition{Type: fav1alpha1.VirtualNodeConditionReady, Status: metav1.ConditionFalse, Reason: string(want.Phase), Message: want.Message, ObservedGeneration: v.Generation, LastTransitionTime: now}
-	if want.Phase == fav1alpha1.VirtualNodeRunning && node != nil && nodeReady(node) {
+	if want.Phase == fav1alpha1.VirtualNodeRunning && node != nil && liqo.NodeReady(node) {
 		ready.Status = metav1.ConditionTrue
 	}
 	meta.SetStatusCondition(&want.Conditions, ready)

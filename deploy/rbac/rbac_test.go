@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -147,5 +149,12 @@ func TestAgentRBAC(t *testing.T) {
 		forbidden(t, "create a pod in another namespace", c.Create(ctx, placeholder("other")))
 		forbidden(t, "delete pods in another namespace", c.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace("other")))
 		must(t, "create the placeholders' PriorityClass", c.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "fa-consolidation-placeholder"}, Value: -1}))
+		// The surge: a workload's pods annotated, its ReplicaSet or
+		// Deployment scaled (update), HPAs read; never created or deleted.
+		must(t, "list ReplicaSets", c.List(ctx, &appsv1.ReplicaSetList{}))
+		must(t, "list Deployments", c.List(ctx, &appsv1.DeploymentList{}))
+		must(t, "list HorizontalPodAutoscalers", c.List(ctx, &autoscalingv2.HorizontalPodAutoscalerList{}, client.InNamespace("other")))
+		forbidden(t, "create a Deployment", c.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "d"}}))
+		forbidden(t, "delete ReplicaSets", c.DeleteAllOf(ctx, &appsv1.ReplicaSet{}, client.InNamespace("other")))
 	})
 }

@@ -3,14 +3,20 @@ package demo_test
 import (
 	"context"
 	"fmt"
+	"math"
+	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
@@ -61,15 +67,107 @@ func (d *driver) placeholders() int {
 	return len(l.Items)
 }
 
+// watchRunningEvents follows the workload's pods with a watch (an
+// informer: every add, update and delete in order) until the test ends;
+// the returned func gives the fewest Running pods (phase Running, not
+// being deleted) after any event since the watch synced.
+func (d *driver) watchRunningEvents() func() int {
+	d.t.Helper()
+	var mu sync.Mutex
+	fewest := math.MaxInt
+	running := map[string]bool{}
+	observe := func(obj any, gone bool) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				p, _ = t.Obj.(*corev1.Pod)
+			}
+		}
+		if p == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		running[p.Name] = !gone && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
+		n := 0
+		for _, r := range running {
+			if r {
+				n++
+			}
+		}
+		fewest = min(fewest, n)
+	}
+	pods := d.consumer.CoreV1().Pods("demo")
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = workload.Label
+			return pods.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = workload.Label
+			return pods.Watch(ctx, o)
+		},
+	}
+	_, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &corev1.Pod{}, Handler: cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { observe(obj, false) },
+		UpdateFunc: func(_, obj any) { observe(obj, false) },
+		DeleteFunc: func(obj any) { observe(obj, true) },
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); ctrl.RunWithContext(ctx) }()
+	d.t.Cleanup(func() { cancel(); <-done })
+	if !cache.WaitForCacheSync(ctx.Done(), ctrl.HasSynced) {
+		d.t.Fatal("the pod watch did not sync")
+	}
+	// The initial list's adds count one by one: the floor starts once
+	// every listed pod was seen.
+	mu.Lock()
+	fewest = 0
+	for _, r := range running {
+		if r {
+			fewest++
+		}
+	}
+	mu.Unlock()
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return fewest
+	}
+}
+
+// surges lists the consolidation's surge records left on the consumer's
+// ReplicaSets.
+func (d *driver) surges() []string {
+	d.t.Helper()
+	l, err := d.consumer.AppsV1().ReplicaSets(metav1.NamespaceAll).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var out []string
+	for _, rs := range l.Items {
+		if v, ok := rs.Annotations[consolidate.AnnotationSurge]; ok {
+			out = append(out, rs.Namespace+"/"+rs.Name+"="+v)
+		}
+	}
+	return out
+}
+
 // TestConsolidation: the workload runs on montreal (0.086 per chunk-hour)
 // while sydney (0.048) is away. When sydney comes back the saving, 0.038
 // per chunk, does not beat the consumer's threshold of 0.05: the broker
 // decides keep and nothing moves across two of the consumer's heartbeats.
 // With the threshold at 0.01 it decides move, and the capacity moves to
-// sydney through the Cluster Autoscaler stand-in (placeholders grow
-// sydney's group, then montreal's is drained and deleted), while the
-// workload's PodDisruptionBudget (maxUnavailable 2: montreal's nodes hold
-// two pods each) keeps at least 4 of the 6 pods Running throughout.
+// sydney through the Cluster Autoscaler stand-in, make-before-break:
+// placeholders grow sydney's group, the workload's ReplicaSet is surged by
+// montreal's 4 pods onto that room and scaled back once they are Running,
+// the ReplicaSet controller deleting montreal's (lowest
+// pod-deletion-cost), and CA removes montreal's emptied nodes. A watch on
+// the pods sees Running never below the 6 replicas across the whole move
+// (the PodDisruptionBudget, maxUnavailable 2, would have allowed 4: it is
+// not what keeps them); afterwards no placeholder, no surge record, and the
+// ReplicaSet back at 6.
 func TestConsolidation(t *testing.T) {
 	fed := startDemo(t, demo.DefaultProviders(3), nil)
 	d := newDriver(t, fed)
@@ -117,7 +215,10 @@ func TestConsolidation(t *testing.T) {
 	}
 	d.runningOn(6, map[string]int{"montreal": 2})
 
-	floor := d.watchRunning()
+	floor := d.watchRunningEvents()
+	if n := floor(); n != 6 {
+		t.Fatalf("%d pods Running when the watch started, want 6", n)
+	}
 	d.costThreshold(0.01)
 	d.eventually("the broker decides the move to sydney", 60*time.Second, func() (bool, string) {
 		r, _, ok := d.decision(group)
@@ -128,11 +229,19 @@ func TestConsolidation(t *testing.T) {
 	// machine.
 	moved := d.runningOnWithin(6, map[string]int{"sydney": 2}, 3*time.Minute)
 	t.Logf("moved to sydney in %s after the move decision", moved.Round(time.Millisecond))
-	if fewest := floor(); fewest < 4 {
-		t.Errorf("Running pods fell to %d during the move, want never below 4 (6 − the PDB's maxUnavailable 2)", fewest)
+	if fewest := floor(); fewest < 6 {
+		t.Errorf("Running pods fell to %d during the move, want never below the 6 replicas", fewest)
 	}
 	if n := d.placeholders(); n != 0 {
 		t.Errorf("%d placeholders left after the move", n)
 	}
+	d.eventually("no surge left, the ReplicaSet back at 6", 30*time.Second, func() (bool, string) {
+		rs, err := d.consumer.AppsV1().ReplicaSets("demo").Get(context.Background(), workload.ReplicaSetName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		s := d.surges()
+		return len(s) == 0 && rs.Spec.Replicas != nil && *rs.Spec.Replicas == 6, fmt.Sprintf("surges %v, replicas %v", s, rs.Spec.Replicas)
+	})
 	d.off()
 }

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,7 +56,12 @@ var VirtualNodeToleration = corev1.Toleration{Key: liqo.VirtualNodeTaintKey, Ope
 // consumer console's workload switch. It plays the ReplicaSet controller
 // of the simulated cluster for its ReplicaSet "workload" (created at Run),
 // so its pods have a controller, as the Cluster Autoscaler requires of the
-// pods it moves when it drains a node.
+// pods it moves when it drains a node. A spec the console sets is written
+// to the ReplicaSet's spec.replicas; the pods follow spec.replicas (so
+// whoever scales the ReplicaSet — the consolidation's surge — is obeyed
+// as by the real controller), scale-down deletes the pods the real
+// controller would (deleteFirst), and the status (replicas, ready,
+// available, observedGeneration) is written back.
 type Workload struct {
 	client    kubernetes.Interface
 	namespace string
@@ -62,7 +69,10 @@ type Workload struct {
 
 	mu   sync.Mutex
 	spec Spec
-	kick chan struct{}
+	// unapplied is set while spec's replicas are not yet written to the
+	// ReplicaSet.
+	unapplied bool
+	kick      chan struct{}
 	// owner is the pods' controller reference (set by Run).
 	owner metav1.OwnerReference
 }
@@ -76,7 +86,7 @@ func New(client kubernetes.Interface, namespace string, log *slog.Logger) *Workl
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Workload{
-		client: client, namespace: namespace, log: log, kick: make(chan struct{}, 1),
+		client: client, namespace: namespace, log: log, kick: make(chan struct{}, 1), unapplied: true,
 		spec: Spec{Replicas: 4, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")},
 	}
 }
@@ -97,7 +107,7 @@ func (w *Workload) Set(spec Spec) error {
 		return err
 	}
 	w.mu.Lock()
-	w.spec = spec
+	w.spec, w.unapplied = spec, true
 	w.mu.Unlock()
 	select {
 	case w.kick <- struct{}{}:
@@ -138,6 +148,7 @@ func (w *Workload) Run(ctx context.Context) error {
 func (w *Workload) ensureReplicaSet(ctx context.Context) error {
 	sel := map[string]string{Label: "true"}
 	rs := &appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: ReplicaSetName, Namespace: w.namespace}, Spec: appsv1.ReplicaSetSpec{
+		Replicas: new(int32(0)),
 		Selector: &metav1.LabelSelector{MatchLabels: sel},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}},
 	}}
@@ -156,10 +167,14 @@ func (w *Workload) ensureReplicaSet(ctx context.Context) error {
 }
 
 func (w *Workload) reconcile(ctx context.Context) error {
+	rs, err := w.replicas(ctx)
+	if err != nil {
+		return err
+	}
 	spec := w.Spec()
-	want := int32(0)
-	if spec.Enabled {
-		want = spec.Replicas
+	want := int32(1)
+	if rs.Spec.Replicas != nil {
+		want = *rs.Spec.Replicas
 	}
 	list, err := w.client.CoreV1().Pods(w.namespace).List(ctx, metav1.ListOptions{LabelSelector: Label})
 	if err != nil {
@@ -167,7 +182,7 @@ func (w *Workload) reconcile(ctx context.Context) error {
 	}
 	var keep []corev1.Pod
 	for _, p := range list.Items {
-		if p.DeletionTimestamp != nil {
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		if !sameSize(&p, spec) {
@@ -178,26 +193,171 @@ func (w *Workload) reconcile(ctx context.Context) error {
 		}
 		keep = append(keep, p)
 	}
-	// Scale down newest first, unscheduled before running.
-	sort.Slice(keep, func(i, j int) bool {
-		if (keep[i].Spec.NodeName == "") != (keep[j].Spec.NodeName == "") {
-			return keep[i].Spec.NodeName != ""
+	if excess := len(keep) - int(want); excess > 0 {
+		colocated := map[string]int{}
+		for i := range keep {
+			colocated[keep[i].Spec.NodeName]++
 		}
-		return keep[i].CreationTimestamp.Before(&keep[j].CreationTimestamp)
-	})
-	for int32(len(keep)) > want {
-		p := keep[len(keep)-1]
-		keep = keep[:len(keep)-1]
-		if err := w.client.CoreV1().Pods(w.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting pod %s: %w", p.Name, err)
+		sort.SliceStable(keep, func(i, j int) bool { return deleteFirst(&keep[i], &keep[j], colocated) })
+		for _, p := range keep[:excess] {
+			if err := w.client.CoreV1().Pods(w.namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting pod %s: %w", p.Name, err)
+			}
 		}
+		keep = keep[excess:]
 	}
+	created := 0
 	for n := int32(len(keep)); n < want; n++ {
 		if _, err := w.client.CoreV1().Pods(w.namespace).Create(ctx, w.pod(spec), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating workload pod: %w", err)
 		}
+		created++
+	}
+	return w.writeStatus(ctx, rs, keep, created)
+}
+
+// replicas writes a spec the console set to the ReplicaSet's
+// spec.replicas and returns the ReplicaSet.
+func (w *Workload) replicas(ctx context.Context) (*appsv1.ReplicaSet, error) {
+	rs, err := w.client.AppsV1().ReplicaSets(w.namespace).Get(ctx, ReplicaSetName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		// Deleted by hand: made again, at the console's count.
+		if err = w.ensureReplicaSet(ctx); err == nil {
+			w.mu.Lock()
+			w.unapplied = true
+			w.mu.Unlock()
+			rs, err = w.client.AppsV1().ReplicaSets(w.namespace).Get(ctx, ReplicaSetName, metav1.GetOptions{})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the workload's ReplicaSet: %w", err)
+	}
+	w.mu.Lock()
+	spec, unapplied := w.spec, w.unapplied
+	w.mu.Unlock()
+	if !unapplied {
+		return rs, nil
+	}
+	want := int32(0)
+	if spec.Enabled {
+		want = spec.Replicas
+	}
+	if rs.Spec.Replicas == nil || *rs.Spec.Replicas != want {
+		rs.Spec.Replicas = &want
+		if rs, err = w.client.AppsV1().ReplicaSets(w.namespace).Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("scaling the workload's ReplicaSet to %d: %w", want, err)
+		}
+	}
+	w.mu.Lock()
+	if w.spec == spec {
+		w.unapplied = false
+	}
+	w.mu.Unlock()
+	return rs, nil
+}
+
+// writeStatus records what the pass left: the kept pods and those created
+// (neither ready nor available yet).
+func (w *Workload) writeStatus(ctx context.Context, rs *appsv1.ReplicaSet, keep []corev1.Pod, created int) error {
+	ready := int32(0)
+	for i := range keep {
+		if keep[i].Status.Phase == corev1.PodRunning && podReady(&keep[i]) {
+			ready++
+		}
+	}
+	st := appsv1.ReplicaSetStatus{Replicas: int32(len(keep) + created), FullyLabeledReplicas: int32(len(keep) + created),
+		ReadyReplicas: ready, AvailableReplicas: ready, ObservedGeneration: rs.Generation}
+	if equality.Semantic.DeepEqual(rs.Status, st) {
+		return nil
+	}
+	rs.Status = st
+	if _, err := w.client.AppsV1().ReplicaSets(w.namespace).UpdateStatus(ctx, rs, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("writing the workload's ReplicaSet status: %w", err)
 	}
 	return nil
+}
+
+// deleteFirst reports whether the ReplicaSet controller deletes a before b
+// on scale-down, by Kubernetes' ranking of active pods (the controller's
+// ActivePodsWithRanks, restated): unscheduled before scheduled; Pending
+// before Unknown before Running; not ready before ready; lower
+// controller.kubernetes.io/pod-deletion-cost first; more of the set's pods
+// on the same node first; ready for less time first; more restarts first;
+// newer first.
+func deleteFirst(a, b *corev1.Pod, colocated map[string]int) bool {
+	if (a.Spec.NodeName == "") != (b.Spec.NodeName == "") {
+		return a.Spec.NodeName == ""
+	}
+	if pa, pb := phaseRank(a.Status.Phase), phaseRank(b.Status.Phase); pa != pb {
+		return pa < pb
+	}
+	if ra, rb := podReady(a), podReady(b); ra != rb {
+		return !ra
+	}
+	if ca, cb := deletionCost(a), deletionCost(b); ca != cb {
+		return ca < cb
+	}
+	if na, nb := colocated[a.Spec.NodeName], colocated[b.Spec.NodeName]; na != nb {
+		return na > nb
+	}
+	if ta, tb := readySince(a), readySince(b); podReady(a) && !ta.Equal(tb) {
+		return ta.After(tb)
+	}
+	if ra, rb := restarts(a), restarts(b); ra != rb {
+		return ra > rb
+	}
+	return b.CreationTimestamp.Before(&a.CreationTimestamp)
+}
+
+func phaseRank(p corev1.PodPhase) int {
+	switch p {
+	case corev1.PodPending:
+		return 0
+	case corev1.PodUnknown:
+		return 1
+	case corev1.PodRunning:
+		return 2
+	}
+	return 3
+}
+
+// deletionCost is the pod's pod-deletion-cost (0 when unset or not an
+// int32, as the controller reads it).
+func deletionCost(p *corev1.Pod) int32 {
+	v, err := strconv.ParseInt(p.Annotations[corev1.PodDeletionCost], 10, 32)
+	if err != nil {
+		return 0
+	}
+	return int32(v)
+}
+
+func podReady(p *corev1.Pod) bool {
+	c := readyCondition(p)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+func readySince(p *corev1.Pod) time.Time {
+	if c := readyCondition(p); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return time.Time{}
+}
+
+func readyCondition(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == corev1.PodReady {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func restarts(p *corev1.Pod) int32 {
+	n := int32(0)
+	for _, c := range p.Status.ContainerStatuses {
+		n += c.RestartCount
+	}
+	return n
 }
 
 func sameSize(p *corev1.Pod, spec Spec) bool {

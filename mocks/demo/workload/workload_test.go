@@ -134,3 +134,75 @@ func TestSchedulerAndWorkload(t *testing.T) {
 		return len(list.Items) == 0, err
 	})
 }
+
+// TestReplicaSetScaleAndDeletionCost: the workload obeys its ReplicaSet's
+// spec.replicas whoever sets it (the consolidation's surge), writes the
+// status back, and on scale-down deletes the pod of lowest
+// pod-deletion-cost, as the real ReplicaSet controller does.
+func TestReplicaSetScaleAndDeletionCost(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := cluster.Start(ctx, cluster.Options{Name: "consumer", Nodes: []cluster.NodeSpec{{Name: "local-1", CPU: "8", Memory: "16Gi"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Stop() }()
+	w := workload.New(c.Client(), "workload", nil)
+	c.Go("workload", w.Run)
+	if err := w.Set(workload.Spec{Enabled: true, Replicas: 3, CPU: resource.MustParse("1"), Memory: resource.MustParse("1Gi")}); err != nil {
+		t.Fatal(err)
+	}
+	rsAPI := c.Client().AppsV1().ReplicaSets("workload")
+	settled := func(n int32) func() (bool, error) {
+		return func() (bool, error) {
+			r, _, _, err := podCounts(ctx, c, "workload")
+			if err != nil {
+				return false, err
+			}
+			rs, err := rsAPI.Get(ctx, workload.ReplicaSetName, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			return r == int(n) && rs.Status.ObservedGeneration == rs.Generation && rs.Status.Replicas == n && rs.Status.AvailableReplicas == n, nil
+		}
+	}
+	eventually(t, "3 pods running, the status says so", settled(3))
+	scale := func(n int32) {
+		t.Helper()
+		rs, err := rsAPI.Get(ctx, workload.ReplicaSetName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs.Spec.Replicas = &n
+		if _, err := rsAPI.Update(ctx, rs, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scale(4)
+	eventually(t, "4 pods running after the ReplicaSet was scaled to 4", settled(4))
+	list, err := c.Client().CoreV1().Pods("workload").List(ctx, metav1.ListOptions{LabelSelector: workload.Label})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The oldest pod: newest-first would keep it.
+	oldest := list.Items[0]
+	for _, p := range list.Items {
+		if p.CreationTimestamp.Before(&oldest.CreationTimestamp) {
+			oldest = p
+		}
+	}
+	oldest.Annotations = map[string]string{corev1.PodDeletionCost: "-100"}
+	if _, err := c.Client().CoreV1().Pods("workload").Update(ctx, &oldest, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	scale(3)
+	eventually(t, "3 pods running after the scale-back", settled(3))
+	if _, err := c.Client().CoreV1().Pods("workload").Get(ctx, oldest.Name, metav1.GetOptions{}); err == nil {
+		list, _ := c.Client().CoreV1().Pods("workload").List(ctx, metav1.ListOptions{LabelSelector: workload.Label})
+		for _, p := range list.Items {
+			if p.Name == oldest.Name && p.DeletionTimestamp == nil {
+				t.Fatalf("the lowest-cost pod %s survived the scale-down", oldest.Name)
+			}
+		}
+	}
+}
