@@ -2,6 +2,7 @@ package web
 
 import (
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -70,8 +71,10 @@ func chartSeries(now, from time.Time, ids []string, series map[string][]sample, 
 	lines := make([][]chartPoint, len(ids))
 	for i, pid := range ids {
 		var pts []chartPoint
-		for _, s := range series[pid] {
-			if v, ok := m(s); ok && !s.at.Before(from) {
+		ring := series[pid] // oldest first
+		first := sort.Search(len(ring), func(k int) bool { return !ring[k].at.Before(from) })
+		for _, s := range ring[first:] {
+			if v, ok := m(s); ok {
 				pts = append(pts, chartPoint{s.at, v})
 			}
 		}
@@ -112,14 +115,15 @@ type vtx struct{ x, y float64 }
 // column), with its value and time, at most MaxHoverPoints.
 func (sc chartScale) steps(pts []chartPoint, name string, format func(float64) string) ([]vtx, []views.HoverPoint) {
 	var vs []vtx
-	var hover []views.HoverPoint
+	// The hover points are kept as sample indexes and formatted at the
+	// end: most samples repeat the previous value and show nothing.
+	var hoverAt []int
 	for j, p := range pts[:len(pts)-1] {
 		px, py := math.Round(sc.x(p.t)), sc.y(p.v)
-		hp := views.HoverPoint{X: f1(px), Y: f1(py), Title: name + ": " + format(p.v) + " at " + clockTime(p.t)}
 		switch {
 		case j == 0:
 			vs = append(vs, vtx{px, py})
-			hover = append(hover, hp)
+			hoverAt = append(hoverAt, j)
 		case py == vs[len(vs)-1].y:
 			continue
 		case px == vs[len(vs)-1].x:
@@ -128,14 +132,21 @@ func (sc chartScale) steps(pts []chartPoint, name string, format func(float64) s
 			if len(vs) >= 2 && vs[len(vs)-2].x == px && vs[len(vs)-2].y == py {
 				vs = vs[:len(vs)-1]
 			}
-			hover[len(hover)-1] = hp
+			hoverAt[len(hoverAt)-1] = j
 		default:
 			vs = append(vs, vtx{px, vs[len(vs)-1].y}, vtx{px, py})
-			hover = append(hover, hp)
+			hoverAt = append(hoverAt, j)
 		}
 	}
-	if len(hover) > MaxHoverPoints {
-		hover = hover[len(hover)-MaxHoverPoints:]
+	if len(hoverAt) > MaxHoverPoints {
+		hoverAt = hoverAt[len(hoverAt)-MaxHoverPoints:]
+	}
+	hover := make([]views.HoverPoint, 0, len(hoverAt))
+	for _, j := range hoverAt {
+		p := pts[j]
+		hover = append(hover, views.HoverPoint{
+			X: f1(math.Round(sc.x(p.t))), Y: f1(sc.y(p.v)), Title: name + ": " + format(p.v) + " at " + clockTime(p.t),
+		})
 	}
 	lastX := math.Round(sc.x(pts[len(pts)-1].t))
 	if end := vs[len(vs)-1]; end.x < lastX {

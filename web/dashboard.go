@@ -1,8 +1,10 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"sort"
 	"strconv"
@@ -75,6 +77,69 @@ type Dashboard struct {
 	snap    overviewCache
 	explain ExplanationSource
 	why     versionCache[[]api.PlacementExplanation]
+	// chartsPart is the charts panel rendered at a history generation,
+	// whyPart the "why this provider" panel rendered from one list of
+	// explanations: a publication in which neither moved re-renders
+	// neither.
+	chartsPart partCache[uint64]
+	whyPart    partCache[listKey]
+}
+
+// listKey identifies a list of explanations handed out by the
+// ExplanationSource: the source never modifies a list it handed out and
+// hands the same list out again while nothing it explains changed (see
+// ExplanationSource), so the same key means the same explanations.
+type listKey struct {
+	first *api.PlacementExplanation
+	n     int
+}
+
+func keyOf(exs []api.PlacementExplanation) listKey {
+	if len(exs) == 0 {
+		return listKey{}
+	}
+	return listKey{&exs[0], len(exs)}
+}
+
+// partCache holds one part of the live page rendered from inputs
+// identified by a key: the same key hands out the same bytes, another key
+// renders again. Safe for concurrent use (the publisher and page loads).
+type partCache[K comparable] struct {
+	mu    sync.Mutex
+	valid bool
+	key   K
+	html  rendered
+	// renders counts the renders (tests read it).
+	renders int
+}
+
+// get returns the part rendered from the inputs identified by key, built
+// and rendered by build only when key differs from the cached one. The
+// caller takes key before it reads the inputs build reads, so that a
+// change meanwhile moves the key again and is rendered next time.
+func (c *partCache[K]) get(ctx context.Context, key K, build func() templ.Component) (templ.Component, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.valid && c.key == key {
+		return c.html, nil
+	}
+	var buf bytes.Buffer
+	if err := build().Render(ctx, &buf); err != nil {
+		c.valid = false
+		return nil, err
+	}
+	// A fresh buffer each time: the bytes handed out before stay intact.
+	c.valid, c.key, c.html = true, key, buf.Bytes()
+	c.renders++
+	return c.html, nil
+}
+
+// rendered is HTML rendered before, written as it is.
+type rendered []byte
+
+func (r rendered) Render(_ context.Context, w io.Writer) error {
+	_, err := w.Write(r)
+	return err
 }
 
 // Versioned is an optional interface of an OverviewSource: Version changes
@@ -242,7 +307,19 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 	if err != nil {
 		return views.Dashboard{}, fmt.Errorf("read overview: %w", err)
 	}
-	vm := buildDashboard(d.site.clock.Now(), ov, d.hist, d.opts.StaleAfter, d.site.currency)
+	cur := d.site.currency
+	vm := buildTables(d.site.clock.Now(), ov, d.opts.StaleAfter, cur)
+	for _, r := range chartRanges(d.hist.window) {
+		vm.Ranges = append(vm.Ranges, r.ChartRange) // the range radios
+	}
+	// The charts change only with a new sample (every SampleEvery); they
+	// end at that sample.
+	vm.ChartsPart, err = d.chartsPart.get(ctx, d.hist.generation(), func() templ.Component {
+		return views.ChartsPanel(buildCharts(d.hist, cur))
+	})
+	if err != nil {
+		return views.Dashboard{}, fmt.Errorf("render the charts: %w", err)
+	}
 	d.evs.record(ov)
 	vm.Events, vm.EventConsumers, vm.EventProviders = eventRows(d.evs.snapshot())
 	var exs []api.PlacementExplanation
@@ -252,15 +329,56 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 		if exs, err = d.why.get(ctx, d.explain.Explanations); err != nil {
 			return views.Dashboard{}, fmt.Errorf("read placement explanations: %w", err)
 		}
-		for _, ex := range exs {
-			vm.Why = append(vm.Why, buildWhy(ex, d.site.currency, DashboardWhyRows))
-		}
 	}
-	vm.Totals = buildTotals(ov.Consumers, exs, d.site.currency)
+	vm.WhyPart, err = d.whyPart.get(ctx, keyOf(exs), func() templ.Component {
+		ws := make([]views.Why, 0, len(exs))
+		for _, ex := range exs {
+			ws = append(ws, buildWhy(ex, cur, DashboardWhyRows))
+		}
+		return views.WhyPanel(ws)
+	})
+	if err != nil {
+		return views.Dashboard{}, fmt.Errorf("render the placement explanations: %w", err)
+	}
+	vm.Totals = buildTotals(ov.Consumers, exs, cur)
 	return vm, nil
 }
 
+// buildDashboard is the whole view model, charts included (as of the
+// history's last sample).
 func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter time.Duration, cur string) views.Dashboard {
+	vm := buildTables(now, ov, staleAfter, cur)
+	vm.Ranges, vm.Legend = buildCharts(hist, cur)
+	return vm
+}
+
+// buildCharts builds the charts of every range over the history, ending at
+// its last sample, and their legend.
+func buildCharts(hist *history, cur string) ([]views.ChartRange, []views.LegendItem) {
+	ids, series, now := hist.snapshot()
+	var ranges []views.ChartRange
+	for _, r := range chartRanges(hist.window) {
+		r.Charts = []views.Chart{
+			buildChart("reserved-"+r.ID, "Chunks reserved per provider", "chunks", now, r.span, ids, series,
+				func(s sample) (float64, bool) { return s.reserved, true }, func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " chunks" }),
+			buildChart("price-"+r.ID, "Price per chunk", cur+" per hour", now, r.span, ids, series,
+				func(s sample) (float64, bool) { return s.price, s.hasPrice }, func(v float64) string { return perHour(cur, v) }),
+			buildChart("carbon-"+r.ID, "Weighted carbon intensity", "gCO2eq/kWh", now, r.span, ids, series,
+				func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }, func(v float64) string { return fmt.Sprintf("%.0f g/kWh", v) }),
+		}
+		ranges = append(ranges, r.ChartRange)
+	}
+	legend := make([]views.LegendItem, 0, len(ids))
+	for i, id := range ids {
+		legend = append(legend, views.LegendItem{Name: id, Color: colorOf(i)})
+	}
+	return ranges, legend
+}
+
+// buildTables is the view model without the charts and the explanations:
+// capacity, providers, consumers, moves, reservations and instructions at
+// now.
+func buildTables(now time.Time, ov api.Overview, staleAfter time.Duration, cur string) views.Dashboard {
 	vm := views.Dashboard{GeneratedAt: clockTime(now), Warnings: ov.Warnings}
 	cp := ov.Capacity
 	vm.Stats = []views.Stat{
@@ -319,22 +437,6 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 	vm.Migrations = dashboardMigrations(cur, ov.Consumers)
 	vm.Reservations = reservationRows(ov.Reservations)
 	vm.Instructions = instructionRows(now, ov.ProviderInstructions, ov.ReservationInstructions)
-
-	ids, series := hist.snapshot()
-	for _, r := range chartRanges(hist.window) {
-		r.Charts = []views.Chart{
-			buildChart("reserved-"+r.ID, "Chunks reserved per provider", "chunks", now, r.span, ids, series,
-				func(s sample) (float64, bool) { return s.reserved, true }, func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " chunks" }),
-			buildChart("price-"+r.ID, "Price per chunk", cur+" per hour", now, r.span, ids, series,
-				func(s sample) (float64, bool) { return s.price, s.hasPrice }, func(v float64) string { return perHour(cur, v) }),
-			buildChart("carbon-"+r.ID, "Weighted carbon intensity", "gCO2eq/kWh", now, r.span, ids, series,
-				func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }, func(v float64) string { return fmt.Sprintf("%.0f g/kWh", v) }),
-		}
-		vm.Ranges = append(vm.Ranges, r.ChartRange)
-	}
-	for i, id := range ids {
-		vm.Legend = append(vm.Legend, views.LegendItem{Name: id, Color: colorOf(i)})
-	}
 	return vm
 }
 

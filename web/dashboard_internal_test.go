@@ -29,14 +29,14 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 	// A burst inside one period costs one slot and keeps the newest value.
 	h.record(t0, []api.AdvertisementSnapshot{ad("a", 1, 0.1, t0, true)})
 	h.record(t0.Add(2*time.Second), []api.AdvertisementSnapshot{ad("a", 3, 0.1, t0, true)})
-	_, s := h.snapshot()
+	_, s, _ := h.snapshot()
 	if len(s["a"]) != 1 || s["a"][0].reserved != 3 || !s["a"][0].at.Equal(t0) {
 		t.Fatalf("burst: %+v, want one sample with the newest value at the first time", s["a"])
 	}
 	for i := 1; i <= 100; i++ {
 		h.record(t0.Add(time.Duration(i)*10*time.Second), []api.AdvertisementSnapshot{ad("a", int32(i%4), 0.1, t0, true)})
 	}
-	_, s = h.snapshot()
+	_, s, _ = h.snapshot()
 	if n := len(s["a"]); n > h.max || n < 6 {
 		t.Fatalf("ring holds %d samples, want at most %d and a full window", n, h.max)
 	}
@@ -46,7 +46,7 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 	}
 	// A provider that left ages out.
 	h.record(end.Add(2*time.Minute), nil)
-	if ids, _ := h.snapshot(); len(ids) != 0 {
+	if ids, _, _ := h.snapshot(); len(ids) != 0 {
 		t.Fatalf("departed provider still charted: %v", ids)
 	}
 }

@@ -6,6 +6,8 @@ package views
 import (
 	"sort"
 	"strconv"
+
+	"github.com/a-h/templ"
 )
 
 // Page is the frame around every page.
@@ -61,6 +63,11 @@ type Dashboard struct {
 	// Migrations are the broker's moves of manual reservations, newest
 	// first.
 	Migrations []MigrationRow
+	// ChartsPart and WhyPart, when set, are the charts panel and the "why
+	// this provider" panel rendered before (from the same inputs, kept
+	// while those did not change); nil: rendered from Ranges, Legend and
+	// Why.
+	ChartsPart, WhyPart templ.Component
 }
 
 // MigrationRow is one move of a manual reservation to a better provider.
