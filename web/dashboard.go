@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,12 +79,52 @@ type Dashboard struct {
 	snap    overviewCache
 	explain ExplanationSource
 	why     versionCache[[]api.PlacementExplanation]
-	// chartsPart is the charts panel rendered at a history generation,
-	// whyPart the "why this provider" panel rendered from one list of
-	// explanations: a publication in which neither moved re-renders
-	// neither.
-	chartsPart partCache[uint64]
-	whyPart    partCache[listKey]
+	// parts are the live page's panels as last rendered, each with the
+	// values it was rendered from: a publication re-renders only the
+	// panels whose values changed.
+	parts *dashboardParts
+}
+
+// dashboardParts are the cached panels of the live dashboard. The charts
+// are keyed by the history's generation (they change only with a new
+// sample, every SampleEvery, and end at it), the explanations by the list
+// the source handed out, every table by its rows.
+type dashboardParts struct {
+	charts       partCache[uint64]
+	why          partCache[listKey]
+	providers    partCache[[]views.ProviderRow]
+	consumers    partCache[[]views.ConsumerRow]
+	migrations   partCache[[]views.MigrationRow]
+	totals       partCache[[]views.TotalsRow]
+	reservations partCache[[]views.ReservationRow]
+	instructions partCache[[]views.InstructionRow]
+	events       partCache[eventsKey]
+}
+
+func newDashboardParts() *dashboardParts {
+	return &dashboardParts{
+		charts:       partCache[uint64]{same: eq[uint64]},
+		why:          partCache[listKey]{same: eq[listKey]},
+		providers:    partCache[[]views.ProviderRow]{same: slices.Equal[[]views.ProviderRow]},
+		consumers:    partCache[[]views.ConsumerRow]{same: slices.Equal[[]views.ConsumerRow]},
+		migrations:   partCache[[]views.MigrationRow]{same: slices.Equal[[]views.MigrationRow]},
+		totals:       partCache[[]views.TotalsRow]{same: slices.Equal[[]views.TotalsRow]},
+		reservations: partCache[[]views.ReservationRow]{same: func(a, b []views.ReservationRow) bool { return reflect.DeepEqual(a, b) }},
+		instructions: partCache[[]views.InstructionRow]{same: slices.Equal[[]views.InstructionRow]},
+		events:       partCache[eventsKey]{same: sameEvents},
+	}
+}
+
+func eq[K comparable](a, b K) bool { return a == b }
+
+// eventsKey is what the events list is rendered from.
+type eventsKey struct {
+	events               []views.EventRow
+	consumers, providers []string
+}
+
+func sameEvents(a, b eventsKey) bool {
+	return slices.Equal(a.events, b.events) && slices.Equal(a.consumers, b.consumers) && slices.Equal(a.providers, b.providers)
 }
 
 // listKey identifies a list of explanations handed out by the
@@ -101,10 +143,12 @@ func keyOf(exs []api.PlacementExplanation) listKey {
 	return listKey{&exs[0], len(exs)}
 }
 
-// partCache holds one part of the live page rendered from inputs
-// identified by a key: the same key hands out the same bytes, another key
-// renders again. Safe for concurrent use (the publisher and page loads).
-type partCache[K comparable] struct {
+// partCache holds one panel of the live page rendered from the values key
+// stands for: a key the same as the cached one hands out the same bytes,
+// another renders again. Safe for concurrent use (the publisher and page
+// loads).
+type partCache[K any] struct {
+	same  func(a, b K) bool
 	mu    sync.Mutex
 	valid bool
 	key   K
@@ -113,18 +157,19 @@ type partCache[K comparable] struct {
 	renders int
 }
 
-// get returns the part rendered from the inputs identified by key, built
-// and rendered by build only when key differs from the cached one. The
-// caller takes key before it reads the inputs build reads, so that a
-// change meanwhile moves the key again and is rendered next time.
-func (c *partCache[K]) get(ctx context.Context, key K, build func() templ.Component) (templ.Component, error) {
+// get returns the panel rendered from the values key stands for, rendered
+// by render only when key is not the same as the cached one. A key that
+// is not the values themselves (a generation) must be taken before the
+// values render reads, so that a change meanwhile moves it again and is
+// rendered next time. The key is kept: it must not be modified afterwards.
+func (c *partCache[K]) get(ctx context.Context, key K, render func() templ.Component) (templ.Component, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.valid && c.key == key {
+	if c.valid && c.same(c.key, key) {
 		return c.html, nil
 	}
 	var buf bytes.Buffer
-	if err := build().Render(ctx, &buf); err != nil {
+	if err := render().Render(ctx, &buf); err != nil {
 		c.valid = false
 		return nil, err
 	}
@@ -214,7 +259,7 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 		s.authn = a
 		s.loginHint = "Use the token the broker was started with (--dashboard-token)."
 	}
-	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), evs: newEventLog(MaxEvents), opts: opts}
+	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), evs: newEventLog(MaxEvents), opts: opts, parts: newDashboardParts()}
 	d.snap.src, _ = src.(Versioned)
 	d.why.src = d.snap.src
 	d.explain, _ = src.(ExplanationSource)
@@ -296,12 +341,19 @@ func (d *Dashboard) renderLive(ctx context.Context) (templ.Component, error) {
 	if err != nil {
 		return nil, err
 	}
-	return templ.Join(views.DashboardLive(vm), views.EventList(vm)), nil
+	events, err := d.parts.events.get(ctx, eventsKey{vm.Events, vm.EventConsumers, vm.EventProviders}, func() templ.Component {
+		return views.EventList(vm)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("render the events: %w", err)
+	}
+	return templ.Join(views.DashboardLive(vm), events), nil
 }
 
 // model builds the page's view model from the (cached) overview and the
-// history. The history is recorded by the sampler only, so neither page
-// loads nor the rate of changes skew it.
+// history, with the panels whose values did not change since the last
+// render taken from the cache (vm.Parts). The history is recorded by the
+// sampler only, so neither page loads nor the rate of changes skew it.
 func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 	ov, err := d.snap.get(ctx, d.src.Overview)
 	if err != nil {
@@ -311,14 +363,6 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 	vm := buildTables(d.site.clock.Now(), ov, d.opts.StaleAfter, cur)
 	for _, r := range chartRanges(d.hist.window) {
 		vm.Ranges = append(vm.Ranges, r.ChartRange) // the range radios
-	}
-	// The charts change only with a new sample (every SampleEvery); they
-	// end at that sample.
-	vm.ChartsPart, err = d.chartsPart.get(ctx, d.hist.generation(), func() templ.Component {
-		return views.ChartsPanel(buildCharts(d.hist, cur))
-	})
-	if err != nil {
-		return views.Dashboard{}, fmt.Errorf("render the charts: %w", err)
 	}
 	d.evs.record(ov)
 	vm.Events, vm.EventConsumers, vm.EventProviders = eventRows(d.evs.snapshot())
@@ -330,17 +374,48 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 			return views.Dashboard{}, fmt.Errorf("read placement explanations: %w", err)
 		}
 	}
-	vm.WhyPart, err = d.whyPart.get(ctx, keyOf(exs), func() templ.Component {
-		ws := make([]views.Why, 0, len(exs))
-		for _, ex := range exs {
-			ws = append(ws, buildWhy(ex, cur, DashboardWhyRows))
-		}
-		return views.WhyPanel(ws)
-	})
-	if err != nil {
-		return views.Dashboard{}, fmt.Errorf("render the placement explanations: %w", err)
-	}
 	vm.Totals = buildTotals(ov.Consumers, exs, cur)
+	p, parts := d.parts, &vm.Parts
+	for _, part := range []struct {
+		name string
+		get  func() (templ.Component, error)
+		dst  *templ.Component
+	}{
+		{"charts", func() (templ.Component, error) {
+			return p.charts.get(ctx, d.hist.generation(), func() templ.Component { return views.ChartsPanel(buildCharts(d.hist, cur)) })
+		}, &parts.Charts},
+		{"explanations", func() (templ.Component, error) {
+			return p.why.get(ctx, keyOf(exs), func() templ.Component {
+				ws := make([]views.Why, 0, len(exs))
+				for _, ex := range exs {
+					ws = append(ws, buildWhy(ex, cur, DashboardWhyRows))
+				}
+				return views.WhyPanel(ws)
+			})
+		}, &parts.Why},
+		{"providers", func() (templ.Component, error) {
+			return p.providers.get(ctx, vm.Providers, func() templ.Component { return views.ProvidersPanel(vm.Providers) })
+		}, &parts.Providers},
+		{"consumers", func() (templ.Component, error) {
+			return p.consumers.get(ctx, vm.Consumers, func() templ.Component { return views.ConsumersPanel(vm.Consumers) })
+		}, &parts.Consumers},
+		{"moves", func() (templ.Component, error) {
+			return p.migrations.get(ctx, vm.Migrations, func() templ.Component { return views.MigrationsPanel(vm.Migrations) })
+		}, &parts.Migrations},
+		{"totals", func() (templ.Component, error) {
+			return p.totals.get(ctx, vm.Totals, func() templ.Component { return views.TotalsPanel(vm.Totals) })
+		}, &parts.Totals},
+		{"reservations", func() (templ.Component, error) {
+			return p.reservations.get(ctx, vm.Reservations, func() templ.Component { return views.ReservationsPanel(vm.Reservations) })
+		}, &parts.Reservations},
+		{"instructions", func() (templ.Component, error) {
+			return p.instructions.get(ctx, vm.Instructions, func() templ.Component { return views.InstructionsPanel(vm.Instructions) })
+		}, &parts.Instructions},
+	} {
+		if *part.dst, err = part.get(); err != nil {
+			return views.Dashboard{}, fmt.Errorf("render the %s: %w", part.name, err)
+		}
+	}
 	return vm, nil
 }
 

@@ -63,11 +63,24 @@ type Dashboard struct {
 	// Migrations are the broker's moves of manual reservations, newest
 	// first.
 	Migrations []MigrationRow
-	// ChartsPart and WhyPart, when set, are the charts panel and the "why
-	// this provider" panel rendered before (from the same inputs, kept
-	// while those did not change); nil: rendered from Ranges, Legend and
-	// Why.
-	ChartsPart, WhyPart templ.Component
+	// Parts are panels rendered before from the same values (kept while
+	// those did not change); a nil part is rendered from the fields above.
+	Parts DashboardParts
+}
+
+// DashboardParts are panels of the live dashboard rendered before: Charts
+// from Ranges and Legend, Why from Why, each other from the field of its
+// name.
+type DashboardParts struct {
+	Charts, Providers, Consumers, Migrations, Totals, Why, Reservations, Instructions templ.Component
+}
+
+// cached is part when it is set, else render.
+func cached(part, render templ.Component) templ.Component {
+	if part != nil {
+		return part
+	}
+	return render
 }
 
 // MigrationRow is one move of a manual reservation to a better provider.

@@ -533,9 +533,9 @@ func ConsumerWhy(s ConsumerStatus) templ.Component {
 	})
 }
 
-// totalsPanel is what the borrowed capacity costs and emits, per consumer
+// TotalsPanel is what the borrowed capacity costs and emits, per consumer
 // and for the federation, and what it would on the alternatives.
-func totalsPanel(rows []TotalsRow) templ.Component {
+func TotalsPanel(rows []TotalsRow) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
