@@ -70,9 +70,12 @@ func chartSeries(now, from time.Time, ids []string, series map[string][]sample, 
 	maxV := 0.0
 	lines := make([][]chartPoint, len(ids))
 	for i, pid := range ids {
-		var pts []chartPoint
 		ring := series[pid] // oldest first
 		first := sort.Search(len(ring), func(k int) bool { return !ring[k].at.Before(from) })
+		var pts []chartPoint
+		if first < len(ring) {
+			pts = make([]chartPoint, 0, len(ring)-first+1)
+		}
 		for _, s := range ring[first:] {
 			if v, ok := m(s); ok {
 				pts = append(pts, chartPoint{s.at, v})

@@ -169,6 +169,7 @@ func (c *partCache[K]) get(ctx context.Context, key K, render func() templ.Compo
 		return c.html, nil
 	}
 	var buf bytes.Buffer
+	buf.Grow(len(c.html) + len(c.html)/8)
 	if err := render().Render(ctx, &buf); err != nil {
 		c.valid = false
 		return nil, err
