@@ -272,6 +272,11 @@ func BenchmarkDashboardLive(b *testing.B) {
 				publish()
 			}
 			b.ReportMetric(float64(buf.Len()), "bytes/publication")
+			// The cache working is part of the guard: an unchanged page
+			// renders neither the charts nor the explanations again.
+			if bc == "unchanged" && (d.parts.charts.renders != 1 || d.parts.why.renders != 1) {
+				b.Fatalf("an unchanged page rendered the charts %d times and the explanations %d times, want once each", d.parts.charts.renders, d.parts.why.renders)
+			}
 		})
 	}
 }

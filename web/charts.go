@@ -31,14 +31,15 @@ const (
 type metric func(sample) (float64, bool)
 
 // buildChart renders one metric of every provider over [now-window, now] as
-// polylines in SVG user units.
-func buildChart(id, title, unit string, now time.Time, window time.Duration, ids []string, series map[string][]sample, m metric, format func(float64) string) views.Chart {
+// polylines in SVG user units, from the metric's points of each provider
+// since at least now-window (chartSeries).
+func buildChart(id, title, unit string, now time.Time, window time.Duration, ids []string, points [][]chartPoint, format func(float64) string) views.Chart {
 	c := views.Chart{
 		ID: id, Title: title, Unit: unit, Width: chartW, Height: chartH,
 		PlotLeft: plotL, PlotRight: plotR, PlotTop: plotTop, PlotBottom: plotBottom,
 	}
 	from := now.Add(-window)
-	lines, maxV := chartSeries(now, from, ids, series, m)
+	lines, maxV := within(points, from)
 	sc := chartScale{from: from, window: window, top: niceCeil(maxV)}
 	for i, pts := range lines {
 		if len(pts) == 0 {
@@ -64,10 +65,33 @@ type chartPoint struct {
 	v float64
 }
 
-// chartSeries returns each id's points of metric m since from, the last
-// value held to now, and the largest value.
-func chartSeries(now, from time.Time, ids []string, series map[string][]sample, m metric) ([][]chartPoint, float64) {
+// within returns the points of each line since from (a line whose only
+// point since from is the one holding its value to now has none) and
+// their largest value. The lines share the points' arrays.
+func within(points [][]chartPoint, from time.Time) ([][]chartPoint, float64) {
 	maxV := 0.0
+	lines := make([][]chartPoint, len(points))
+	for i, pts := range points {
+		if len(pts) == 0 {
+			continue
+		}
+		samples := pts[:len(pts)-1] // the last one holds the value to now
+		first := sort.Search(len(samples), func(k int) bool { return !samples[k].t.Before(from) })
+		if first == len(samples) {
+			continue
+		}
+		lines[i] = pts[first:]
+		for _, p := range lines[i] {
+			maxV = math.Max(maxV, p.v)
+		}
+	}
+	return lines, maxV
+}
+
+// chartSeries returns each id's points of metric m since from, the last
+// value held to now (computed once for the longest range; within cuts the
+// shorter ones).
+func chartSeries(now, from time.Time, ids []string, series map[string][]sample, m metric) [][]chartPoint {
 	lines := make([][]chartPoint, len(ids))
 	for i, pid := range ids {
 		ring := series[pid] // oldest first
@@ -84,12 +108,9 @@ func chartSeries(now, from time.Time, ids []string, series map[string][]sample, 
 		if len(pts) > 0 {
 			pts = append(pts, chartPoint{now, pts[len(pts)-1].v}) // hold the last value to "now"
 		}
-		for _, p := range pts {
-			maxV = math.Max(maxV, p.v)
-		}
 		lines[i] = pts
 	}
-	return lines, maxV
+	return lines
 }
 
 // chartScale maps times and values to SVG coordinates of the plot area.
@@ -177,14 +198,16 @@ func straighten(vs []vtx) []vtx {
 
 // svgPoints is the points attribute of a polyline through vs.
 func svgPoints(vs []vtx) string {
-	var b strings.Builder
+	b := make([]byte, 0, len(vs)*12)
 	for j, v := range vs {
 		if j > 0 {
-			b.WriteByte(' ')
+			b = append(b, ' ')
 		}
-		b.WriteString(f1(v.x) + "," + f1(v.y))
+		b = strconv.AppendFloat(b, v.x, 'f', 1, 64)
+		b = append(b, ',')
+		b = strconv.AppendFloat(b, v.y, 'f', 1, 64)
 	}
-	return b.String()
+	return string(b)
 }
 
 // ticks are the axes' labels: 0, half and the top of the values; the

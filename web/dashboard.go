@@ -432,15 +432,26 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 // its last sample, and their legend.
 func buildCharts(hist *history, cur string) ([]views.ChartRange, []views.LegendItem) {
 	ids, series, now := hist.snapshot()
+	rs := chartRanges(hist.window)
+	longest := time.Duration(0)
+	for _, r := range rs {
+		longest = max(longest, r.span)
+	}
+	// Each metric's points once, over the longest range; the shorter
+	// ranges are their ends.
+	from := now.Add(-longest)
+	reserved := chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.reserved, true })
+	price := chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.price, s.hasPrice })
+	co2 := chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.carbon, s.hasCO2 })
 	var ranges []views.ChartRange
-	for _, r := range chartRanges(hist.window) {
+	for _, r := range rs {
 		r.Charts = []views.Chart{
-			buildChart("reserved-"+r.ID, "Chunks reserved per provider", "chunks", now, r.span, ids, series,
-				func(s sample) (float64, bool) { return s.reserved, true }, func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " chunks" }),
-			buildChart("price-"+r.ID, "Price per chunk", cur+" per hour", now, r.span, ids, series,
-				func(s sample) (float64, bool) { return s.price, s.hasPrice }, func(v float64) string { return perHour(cur, v) }),
-			buildChart("carbon-"+r.ID, "Weighted carbon intensity", "gCO2eq/kWh", now, r.span, ids, series,
-				func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }, func(v float64) string { return fmt.Sprintf("%.0f g/kWh", v) }),
+			buildChart("reserved-"+r.ID, "Chunks reserved per provider", "chunks", now, r.span, ids, reserved,
+				func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " chunks" }),
+			buildChart("price-"+r.ID, "Price per chunk", cur+" per hour", now, r.span, ids, price,
+				func(v float64) string { return perHour(cur, v) }),
+			buildChart("carbon-"+r.ID, "Weighted carbon intensity", "gCO2eq/kWh", now, r.span, ids, co2,
+				func(v float64) string { return fmt.Sprintf("%.0f g/kWh", v) }),
 		}
 		ranges = append(ranges, r.ChartRange)
 	}
