@@ -130,7 +130,9 @@ func sameEvents(a, b eventsKey) bool {
 // listKey identifies a list of explanations handed out by the
 // ExplanationSource: the source never modifies a list it handed out and
 // hands the same list out again while nothing it explains changed (see
-// ExplanationSource), so the same key means the same explanations.
+// ExplanationSource), so the same key means the same explanations. The
+// cached key's pointer keeps its list alive: its address cannot be reused
+// by a later list.
 type listKey struct {
 	first *api.PlacementExplanation
 	n     int
