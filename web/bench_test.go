@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/a-h/templ"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -202,5 +203,80 @@ func drain(c *live.Client) {
 		case <-c.Done():
 			return
 		}
+	}
+}
+
+// BenchmarkDashboardLive guards what one live publication of a 250 + 250
+// federation costs (a full hour of history, every consumer explained by a
+// real placement.Index) by what changed since the last one: "unchanged"
+// (ages only: the cached charts and explanations are reused), "new-sample"
+// (the charts are rendered again), "new-explanations" (the why panel is
+// rendered again) and "uncached" (the whole page from scratch: what every
+// publication cost before the parts were cached). "unchanged" well below
+// "uncached" is the cache working.
+func BenchmarkDashboardLive(b *testing.B) {
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	ov := federation(t0, 250, 250)
+	exs := explanations(t0, ov)
+	for _, bc := range []string{"unchanged", "new-sample", "new-explanations", "uncached"} {
+		b.Run(bc, func(b *testing.B) {
+			clk := clocktesting.NewFakeClock(t0)
+			src := &partsSource{ov: ov, exs: exs}
+			d, err := NewDashboard(src, DashboardOptions{Clock: clk})
+			if err != nil {
+				b.Fatal(err)
+			}
+			// A full hour of samples, every provider's reserved chunks
+			// changing every minute.
+			ads := append([]api.AdvertisementSnapshot(nil), ov.Advertisements...)
+			for i := range 720 {
+				for j := range ads {
+					ads[j].ReservedChunks = int32((i/12 + j) % 4)
+				}
+				d.hist.record(clk.Now(), ads)
+				clk.Step(5 * time.Second)
+			}
+			ctx := context.Background()
+			var buf bytes.Buffer
+			publish := func() {
+				buf.Reset()
+				comp, err := d.renderLive(ctx)
+				if err == nil {
+					err = comp.Render(ctx, &buf)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			publish() // the parts are cached
+			b.ReportAllocs()
+			for b.Loop() {
+				clk.Step(time.Second)
+				switch bc {
+				case "new-sample":
+					d.hist.record(clk.Now(), ads)
+				case "new-explanations":
+					src.set(func(p *partsSource) { p.exs = append([]api.PlacementExplanation(nil), exs...) })
+				case "uncached":
+					buf.Reset()
+					vm := buildDashboard(clk.Now(), ov, d.hist, d.opts.StaleAfter, d.site.currency)
+					for _, ex := range exs {
+						vm.Why = append(vm.Why, buildWhy(ex, d.site.currency, DashboardWhyRows))
+					}
+					vm.Totals = buildTotals(ov.Consumers, exs, d.site.currency)
+					if err := templ.Join(views.DashboardLive(vm), views.EventList(vm)).Render(ctx, &buf); err != nil {
+						b.Fatal(err)
+					}
+					continue
+				}
+				publish()
+			}
+			b.ReportMetric(float64(buf.Len()), "bytes/publication")
+			// The cache working is part of the guard: an unchanged page
+			// renders neither the charts nor the explanations again.
+			if bc == "unchanged" && (d.parts.charts.renders != 1 || d.parts.why.renders != 1) {
+				b.Fatalf("an unchanged page rendered the charts %d times and the explanations %d times, want once each", d.parts.charts.renders, d.parts.why.renders)
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package web
 
 import (
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -30,14 +31,15 @@ const (
 type metric func(sample) (float64, bool)
 
 // buildChart renders one metric of every provider over [now-window, now] as
-// polylines in SVG user units.
-func buildChart(id, title, unit string, now time.Time, window time.Duration, ids []string, series map[string][]sample, m metric, format func(float64) string) views.Chart {
+// polylines in SVG user units, from the metric's points of each provider
+// since at least now-window (chartSeries).
+func buildChart(id, title, unit string, now time.Time, window time.Duration, ids []string, points [][]chartPoint, format func(float64) string) views.Chart {
 	c := views.Chart{
 		ID: id, Title: title, Unit: unit, Width: chartW, Height: chartH,
 		PlotLeft: plotL, PlotRight: plotR, PlotTop: plotTop, PlotBottom: plotBottom,
 	}
 	from := now.Add(-window)
-	lines, maxV := chartSeries(now, from, ids, series, m)
+	lines, maxV := within(points, from)
 	sc := chartScale{from: from, window: window, top: niceCeil(maxV)}
 	for i, pts := range lines {
 		if len(pts) == 0 {
@@ -63,27 +65,52 @@ type chartPoint struct {
 	v float64
 }
 
-// chartSeries returns each id's points of metric m since from, the last
-// value held to now, and the largest value.
-func chartSeries(now, from time.Time, ids []string, series map[string][]sample, m metric) ([][]chartPoint, float64) {
+// within returns the points of each line since from (a line whose only
+// point since from is the one holding its value to now has none) and
+// their largest value. The lines share the points' arrays.
+func within(points [][]chartPoint, from time.Time) ([][]chartPoint, float64) {
 	maxV := 0.0
+	lines := make([][]chartPoint, len(points))
+	for i, pts := range points {
+		if len(pts) == 0 {
+			continue
+		}
+		samples := pts[:len(pts)-1] // the last one holds the value to now
+		first := sort.Search(len(samples), func(k int) bool { return !samples[k].t.Before(from) })
+		if first == len(samples) {
+			continue
+		}
+		lines[i] = pts[first:]
+		for _, p := range lines[i] {
+			maxV = math.Max(maxV, p.v)
+		}
+	}
+	return lines, maxV
+}
+
+// chartSeries returns each id's points of metric m since from, the last
+// value held to now (computed once for the longest range; within cuts the
+// shorter ones).
+func chartSeries(now, from time.Time, ids []string, series map[string][]sample, m metric) [][]chartPoint {
 	lines := make([][]chartPoint, len(ids))
 	for i, pid := range ids {
+		ring := series[pid] // oldest first
+		first := sort.Search(len(ring), func(k int) bool { return !ring[k].at.Before(from) })
 		var pts []chartPoint
-		for _, s := range series[pid] {
-			if v, ok := m(s); ok && !s.at.Before(from) {
+		if first < len(ring) {
+			pts = make([]chartPoint, 0, len(ring)-first+1)
+		}
+		for _, s := range ring[first:] {
+			if v, ok := m(s); ok {
 				pts = append(pts, chartPoint{s.at, v})
 			}
 		}
 		if len(pts) > 0 {
 			pts = append(pts, chartPoint{now, pts[len(pts)-1].v}) // hold the last value to "now"
 		}
-		for _, p := range pts {
-			maxV = math.Max(maxV, p.v)
-		}
 		lines[i] = pts
 	}
-	return lines, maxV
+	return lines
 }
 
 // chartScale maps times and values to SVG coordinates of the plot area.
@@ -112,14 +139,15 @@ type vtx struct{ x, y float64 }
 // column), with its value and time, at most MaxHoverPoints.
 func (sc chartScale) steps(pts []chartPoint, name string, format func(float64) string) ([]vtx, []views.HoverPoint) {
 	var vs []vtx
-	var hover []views.HoverPoint
+	// The hover points are kept as sample indexes and formatted at the
+	// end: most samples repeat the previous value and show nothing.
+	var hoverAt []int
 	for j, p := range pts[:len(pts)-1] {
 		px, py := math.Round(sc.x(p.t)), sc.y(p.v)
-		hp := views.HoverPoint{X: f1(px), Y: f1(py), Title: name + ": " + format(p.v) + " at " + clockTime(p.t)}
 		switch {
 		case j == 0:
 			vs = append(vs, vtx{px, py})
-			hover = append(hover, hp)
+			hoverAt = append(hoverAt, j)
 		case py == vs[len(vs)-1].y:
 			continue
 		case px == vs[len(vs)-1].x:
@@ -128,14 +156,21 @@ func (sc chartScale) steps(pts []chartPoint, name string, format func(float64) s
 			if len(vs) >= 2 && vs[len(vs)-2].x == px && vs[len(vs)-2].y == py {
 				vs = vs[:len(vs)-1]
 			}
-			hover[len(hover)-1] = hp
+			hoverAt[len(hoverAt)-1] = j
 		default:
 			vs = append(vs, vtx{px, vs[len(vs)-1].y}, vtx{px, py})
-			hover = append(hover, hp)
+			hoverAt = append(hoverAt, j)
 		}
 	}
-	if len(hover) > MaxHoverPoints {
-		hover = hover[len(hover)-MaxHoverPoints:]
+	if len(hoverAt) > MaxHoverPoints {
+		hoverAt = hoverAt[len(hoverAt)-MaxHoverPoints:]
+	}
+	hover := make([]views.HoverPoint, 0, len(hoverAt))
+	for _, j := range hoverAt {
+		p := pts[j]
+		hover = append(hover, views.HoverPoint{
+			X: f1(math.Round(sc.x(p.t))), Y: f1(sc.y(p.v)), Title: name + ": " + format(p.v) + " at " + clockTime(p.t),
+		})
 	}
 	lastX := math.Round(sc.x(pts[len(pts)-1].t))
 	if end := vs[len(vs)-1]; end.x < lastX {
@@ -163,14 +198,16 @@ func straighten(vs []vtx) []vtx {
 
 // svgPoints is the points attribute of a polyline through vs.
 func svgPoints(vs []vtx) string {
-	var b strings.Builder
+	b := make([]byte, 0, len(vs)*12)
 	for j, v := range vs {
 		if j > 0 {
-			b.WriteByte(' ')
+			b = append(b, ' ')
 		}
-		b.WriteString(f1(v.x) + "," + f1(v.y))
+		b = strconv.AppendFloat(b, v.x, 'f', 1, 64)
+		b = append(b, ',')
+		b = strconv.AppendFloat(b, v.y, 'f', 1, 64)
 	}
-	return b.String()
+	return string(b)
 }
 
 // ticks are the axes' labels: 0, half and the top of the values; the

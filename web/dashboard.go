@@ -1,9 +1,13 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,6 +79,115 @@ type Dashboard struct {
 	snap    overviewCache
 	explain ExplanationSource
 	why     versionCache[[]api.PlacementExplanation]
+	// parts are the live page's panels as last rendered, each with the
+	// values it was rendered from: a publication re-renders only the
+	// panels whose values changed.
+	parts *dashboardParts
+}
+
+// dashboardParts are the cached panels of the live dashboard. The charts
+// are keyed by the history's generation (they change only with a new
+// sample, every SampleEvery, and end at it), the explanations by the list
+// the source handed out, every table by its rows.
+type dashboardParts struct {
+	charts       partCache[uint64]
+	why          partCache[listKey]
+	providers    partCache[[]views.ProviderRow]
+	consumers    partCache[[]views.ConsumerRow]
+	migrations   partCache[[]views.MigrationRow]
+	totals       partCache[[]views.TotalsRow]
+	reservations partCache[[]views.ReservationRow]
+	instructions partCache[[]views.InstructionRow]
+	events       partCache[eventsKey]
+}
+
+func newDashboardParts() *dashboardParts {
+	return &dashboardParts{
+		charts:       partCache[uint64]{same: eq[uint64]},
+		why:          partCache[listKey]{same: eq[listKey]},
+		providers:    partCache[[]views.ProviderRow]{same: slices.Equal[[]views.ProviderRow]},
+		consumers:    partCache[[]views.ConsumerRow]{same: slices.Equal[[]views.ConsumerRow]},
+		migrations:   partCache[[]views.MigrationRow]{same: slices.Equal[[]views.MigrationRow]},
+		totals:       partCache[[]views.TotalsRow]{same: slices.Equal[[]views.TotalsRow]},
+		reservations: partCache[[]views.ReservationRow]{same: func(a, b []views.ReservationRow) bool { return reflect.DeepEqual(a, b) }},
+		instructions: partCache[[]views.InstructionRow]{same: slices.Equal[[]views.InstructionRow]},
+		events:       partCache[eventsKey]{same: sameEvents},
+	}
+}
+
+func eq[K comparable](a, b K) bool { return a == b }
+
+// eventsKey is what the events list is rendered from.
+type eventsKey struct {
+	events               []views.EventRow
+	consumers, providers []string
+}
+
+func sameEvents(a, b eventsKey) bool {
+	return slices.Equal(a.events, b.events) && slices.Equal(a.consumers, b.consumers) && slices.Equal(a.providers, b.providers)
+}
+
+// listKey identifies a list of explanations handed out by the
+// ExplanationSource: the source never modifies a list it handed out and
+// hands the same list out again while nothing it explains changed (see
+// ExplanationSource), so the same key means the same explanations. The
+// cached key's pointer keeps its list alive: its address cannot be reused
+// by a later list.
+type listKey struct {
+	first *api.PlacementExplanation
+	n     int
+}
+
+func keyOf(exs []api.PlacementExplanation) listKey {
+	if len(exs) == 0 {
+		return listKey{}
+	}
+	return listKey{&exs[0], len(exs)}
+}
+
+// partCache holds one panel of the live page rendered from the values key
+// stands for: a key the same as the cached one hands out the same bytes,
+// another renders again. Safe for concurrent use (the publisher and page
+// loads).
+type partCache[K any] struct {
+	same  func(a, b K) bool
+	mu    sync.Mutex
+	valid bool
+	key   K
+	html  rendered
+	// renders counts the renders (tests read it).
+	renders int
+}
+
+// get returns the panel rendered from the values key stands for, rendered
+// by render only when key is not the same as the cached one. A key that
+// is not the values themselves (a generation) must be taken before the
+// values render reads, so that a change meanwhile moves it again and is
+// rendered next time. The key is kept: it must not be modified afterwards.
+func (c *partCache[K]) get(ctx context.Context, key K, render func() templ.Component) (templ.Component, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.valid && c.same(c.key, key) {
+		return c.html, nil
+	}
+	var buf bytes.Buffer
+	buf.Grow(len(c.html) + len(c.html)/8)
+	if err := render().Render(ctx, &buf); err != nil {
+		c.valid = false
+		return nil, err
+	}
+	// A fresh buffer each time: the bytes handed out before stay intact.
+	c.valid, c.key, c.html = true, key, buf.Bytes()
+	c.renders++
+	return c.html, nil
+}
+
+// rendered is HTML rendered before, written as it is.
+type rendered []byte
+
+func (r rendered) Render(_ context.Context, w io.Writer) error {
+	_, err := w.Write(r)
+	return err
 }
 
 // Versioned is an optional interface of an OverviewSource: Version changes
@@ -149,7 +262,7 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 		s.authn = a
 		s.loginHint = "Use the token the broker was started with (--dashboard-token)."
 	}
-	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), evs: newEventLog(MaxEvents), opts: opts}
+	d := &Dashboard{site: s, src: src, hist: newHistory(opts.HistoryWindow, opts.SampleEvery), evs: newEventLog(MaxEvents), opts: opts, parts: newDashboardParts()}
 	d.snap.src, _ = src.(Versioned)
 	d.why.src = d.snap.src
 	d.explain, _ = src.(ExplanationSource)
@@ -231,18 +344,29 @@ func (d *Dashboard) renderLive(ctx context.Context) (templ.Component, error) {
 	if err != nil {
 		return nil, err
 	}
-	return templ.Join(views.DashboardLive(vm), views.EventList(vm)), nil
+	events, err := d.parts.events.get(ctx, eventsKey{vm.Events, vm.EventConsumers, vm.EventProviders}, func() templ.Component {
+		return views.EventList(vm)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("render the events: %w", err)
+	}
+	return templ.Join(views.DashboardLive(vm), events), nil
 }
 
 // model builds the page's view model from the (cached) overview and the
-// history. The history is recorded by the sampler only, so neither page
-// loads nor the rate of changes skew it.
+// history, with the panels whose values did not change since the last
+// render taken from the cache (vm.Parts). The history is recorded by the
+// sampler only, so neither page loads nor the rate of changes skew it.
 func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 	ov, err := d.snap.get(ctx, d.src.Overview)
 	if err != nil {
 		return views.Dashboard{}, fmt.Errorf("read overview: %w", err)
 	}
-	vm := buildDashboard(d.site.clock.Now(), ov, d.hist, d.opts.StaleAfter, d.site.currency)
+	cur := d.site.currency
+	vm := buildTables(d.site.clock.Now(), ov, d.opts.StaleAfter, cur)
+	for _, r := range chartRanges(d.hist.window) {
+		vm.Ranges = append(vm.Ranges, r.ChartRange) // the range radios
+	}
 	d.evs.record(ov)
 	vm.Events, vm.EventConsumers, vm.EventProviders = eventRows(d.evs.snapshot())
 	var exs []api.PlacementExplanation
@@ -252,15 +376,98 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 		if exs, err = d.why.get(ctx, d.explain.Explanations); err != nil {
 			return views.Dashboard{}, fmt.Errorf("read placement explanations: %w", err)
 		}
-		for _, ex := range exs {
-			vm.Why = append(vm.Why, buildWhy(ex, d.site.currency, DashboardWhyRows))
+	}
+	vm.Totals = buildTotals(ov.Consumers, exs, cur)
+	p, parts := d.parts, &vm.Parts
+	for _, part := range []struct {
+		name string
+		get  func() (templ.Component, error)
+		dst  *templ.Component
+	}{
+		{"charts", func() (templ.Component, error) {
+			return p.charts.get(ctx, d.hist.generation(), func() templ.Component { return views.ChartsPanel(buildCharts(d.hist, cur)) })
+		}, &parts.Charts},
+		{"explanations", func() (templ.Component, error) {
+			return p.why.get(ctx, keyOf(exs), func() templ.Component {
+				ws := make([]views.Why, 0, len(exs))
+				for _, ex := range exs {
+					ws = append(ws, buildWhy(ex, cur, DashboardWhyRows))
+				}
+				return views.WhyPanel(ws)
+			})
+		}, &parts.Why},
+		{"providers", func() (templ.Component, error) {
+			return p.providers.get(ctx, vm.Providers, func() templ.Component { return views.ProvidersPanel(vm.Providers) })
+		}, &parts.Providers},
+		{"consumers", func() (templ.Component, error) {
+			return p.consumers.get(ctx, vm.Consumers, func() templ.Component { return views.ConsumersPanel(vm.Consumers) })
+		}, &parts.Consumers},
+		{"moves", func() (templ.Component, error) {
+			return p.migrations.get(ctx, vm.Migrations, func() templ.Component { return views.MigrationsPanel(vm.Migrations) })
+		}, &parts.Migrations},
+		{"totals", func() (templ.Component, error) {
+			return p.totals.get(ctx, vm.Totals, func() templ.Component { return views.TotalsPanel(vm.Totals) })
+		}, &parts.Totals},
+		{"reservations", func() (templ.Component, error) {
+			return p.reservations.get(ctx, vm.Reservations, func() templ.Component { return views.ReservationsPanel(vm.Reservations) })
+		}, &parts.Reservations},
+		{"instructions", func() (templ.Component, error) {
+			return p.instructions.get(ctx, vm.Instructions, func() templ.Component { return views.InstructionsPanel(vm.Instructions) })
+		}, &parts.Instructions},
+	} {
+		if *part.dst, err = part.get(); err != nil {
+			return views.Dashboard{}, fmt.Errorf("render the %s: %w", part.name, err)
 		}
 	}
-	vm.Totals = buildTotals(ov.Consumers, exs, d.site.currency)
 	return vm, nil
 }
 
+// buildDashboard is the whole view model, charts included (as of the
+// history's last sample).
 func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter time.Duration, cur string) views.Dashboard {
+	vm := buildTables(now, ov, staleAfter, cur)
+	vm.Ranges, vm.Legend = buildCharts(hist, cur)
+	return vm
+}
+
+// buildCharts builds the charts of every range over the history, ending at
+// its last sample, and their legend.
+func buildCharts(hist *history, cur string) ([]views.ChartRange, []views.LegendItem) {
+	ids, series, now := hist.snapshot()
+	rs := chartRanges(hist.window)
+	longest := time.Duration(0)
+	for _, r := range rs {
+		longest = max(longest, r.span)
+	}
+	// Each metric's points once, over the longest range; the shorter
+	// ranges are their ends.
+	from := now.Add(-longest)
+	reserved := chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.reserved, true })
+	price := chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.price, s.hasPrice })
+	co2 := chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.carbon, s.hasCO2 })
+	var ranges []views.ChartRange
+	for _, r := range rs {
+		r.Charts = []views.Chart{
+			buildChart("reserved-"+r.ID, "Chunks reserved per provider", "chunks", now, r.span, ids, reserved,
+				func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " chunks" }),
+			buildChart("price-"+r.ID, "Price per chunk", cur+" per hour", now, r.span, ids, price,
+				func(v float64) string { return perHour(cur, v) }),
+			buildChart("carbon-"+r.ID, "Weighted carbon intensity", "gCO2eq/kWh", now, r.span, ids, co2,
+				func(v float64) string { return fmt.Sprintf("%.0f g/kWh", v) }),
+		}
+		ranges = append(ranges, r.ChartRange)
+	}
+	legend := make([]views.LegendItem, 0, len(ids))
+	for i, id := range ids {
+		legend = append(legend, views.LegendItem{Name: id, Color: colorOf(i)})
+	}
+	return ranges, legend
+}
+
+// buildTables is the view model without the charts and the explanations:
+// capacity, providers, consumers, moves, reservations and instructions at
+// now.
+func buildTables(now time.Time, ov api.Overview, staleAfter time.Duration, cur string) views.Dashboard {
 	vm := views.Dashboard{GeneratedAt: clockTime(now), Warnings: ov.Warnings}
 	cp := ov.Capacity
 	vm.Stats = []views.Stat{
@@ -319,22 +526,6 @@ func buildDashboard(now time.Time, ov api.Overview, hist *history, staleAfter ti
 	vm.Migrations = dashboardMigrations(cur, ov.Consumers)
 	vm.Reservations = reservationRows(ov.Reservations)
 	vm.Instructions = instructionRows(now, ov.ProviderInstructions, ov.ReservationInstructions)
-
-	ids, series := hist.snapshot()
-	for _, r := range chartRanges(hist.window) {
-		r.Charts = []views.Chart{
-			buildChart("reserved-"+r.ID, "Chunks reserved per provider", "chunks", now, r.span, ids, series,
-				func(s sample) (float64, bool) { return s.reserved, true }, func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " chunks" }),
-			buildChart("price-"+r.ID, "Price per chunk", cur+" per hour", now, r.span, ids, series,
-				func(s sample) (float64, bool) { return s.price, s.hasPrice }, func(v float64) string { return perHour(cur, v) }),
-			buildChart("carbon-"+r.ID, "Weighted carbon intensity", "gCO2eq/kWh", now, r.span, ids, series,
-				func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }, func(v float64) string { return fmt.Sprintf("%.0f g/kWh", v) }),
-		}
-		vm.Ranges = append(vm.Ranges, r.ChartRange)
-	}
-	for i, id := range ids {
-		vm.Legend = append(vm.Legend, views.LegendItem{Name: id, Color: colorOf(i)})
-	}
 	return vm
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,14 +30,14 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 	// A burst inside one period costs one slot and keeps the newest value.
 	h.record(t0, []api.AdvertisementSnapshot{ad("a", 1, 0.1, t0, true)})
 	h.record(t0.Add(2*time.Second), []api.AdvertisementSnapshot{ad("a", 3, 0.1, t0, true)})
-	_, s := h.snapshot()
+	_, s, _ := h.snapshot()
 	if len(s["a"]) != 1 || s["a"][0].reserved != 3 || !s["a"][0].at.Equal(t0) {
 		t.Fatalf("burst: %+v, want one sample with the newest value at the first time", s["a"])
 	}
 	for i := 1; i <= 100; i++ {
 		h.record(t0.Add(time.Duration(i)*10*time.Second), []api.AdvertisementSnapshot{ad("a", int32(i%4), 0.1, t0, true)})
 	}
-	_, s = h.snapshot()
+	_, s, _ = h.snapshot()
 	if n := len(s["a"]); n > h.max || n < 6 {
 		t.Fatalf("ring holds %d samples, want at most %d and a full window", n, h.max)
 	}
@@ -46,7 +47,7 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 	}
 	// A provider that left ages out.
 	h.record(end.Add(2*time.Minute), nil)
-	if ids, _ := h.snapshot(); len(ids) != 0 {
+	if ids, _, _ := h.snapshot(); len(ids) != 0 {
 		t.Fatalf("departed provider still charted: %v", ids)
 	}
 }
@@ -154,8 +155,9 @@ func TestChartStepsAreCompact(t *testing.T) {
 		// Flapping within one SVG unit collapses.
 		"flap": {{at: at(0), reserved: 1}, {at: at(150), reserved: 3}, {at: at(150).Add(100 * time.Millisecond), reserved: 1}},
 	}
-	c := buildChart("r", "r", "chunks", now, 5*time.Minute, []string{"flap", "flat", "step"}, series,
-		func(s sample) (float64, bool) { return s.reserved, true }, func(v float64) string { return fmt.Sprint(v) })
+	ids := []string{"flap", "flat", "step"}
+	points := chartSeries(now, now.Add(-5*time.Minute), ids, series, func(s sample) (float64, bool) { return s.reserved, true })
+	c := buildChart("r", "r", "chunks", now, 5*time.Minute, ids, points, func(v float64) string { return fmt.Sprint(v) })
 	got := map[string]int{}
 	for _, l := range c.Lines {
 		got[l.Name] = len(strings.Fields(l.Points))
@@ -249,5 +251,44 @@ func TestPublishShowsAndClearsBackendProblems(t *testing.T) {
 	d.site.publish(ctx)
 	if got := last(); !strings.Contains(got, `<div id="backend-state" hidden>`) || !strings.Contains(got, `id="live"`) {
 		t.Fatalf("recovered backend: pushed %q; want the state and a hidden notice", got)
+	}
+}
+
+// TestShorterRangesAreTheEndsOfTheLongest: a range's lines cut from the
+// longest range's points are the lines computed over that range alone,
+// including a provider whose only samples are older than the range, one
+// without the metric and one whose metric starts inside the range.
+func TestShorterRangesAreTheEndsOfTheLongest(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	at := func(ago time.Duration) time.Time { return now.Add(-ago) }
+	series := map[string][]sample{
+		"old":     {{at: at(50 * time.Minute), reserved: 1, hasPrice: true, price: 0.1}},
+		"steady":  {{at: at(55 * time.Minute), reserved: 1}, {at: at(10 * time.Minute), reserved: 2}, {at: at(time.Minute), reserved: 3}},
+		"late":    {{at: at(20 * time.Minute), reserved: 0}, {at: at(2 * time.Minute), reserved: 4, hasPrice: true, price: 0.3}},
+		"edge":    {{at: at(5 * time.Minute), reserved: 7}},
+		"nothing": nil,
+	}
+	ids := []string{"edge", "late", "nothing", "old", "steady"}
+	for name, m := range map[string]metric{
+		"reserved": func(s sample) (float64, bool) { return s.reserved, true },
+		"price":    func(s sample) (float64, bool) { return s.price, s.hasPrice },
+	} {
+		longest := chartSeries(now, at(time.Hour), ids, series, m)
+		for _, span := range []time.Duration{time.Hour, 15 * time.Minute, 5 * time.Minute, time.Minute} {
+			got, gotMax := within(longest, at(span))
+			want := chartSeries(now, at(span), ids, series, m)
+			wantMax := 0.0
+			for i := range want {
+				if len(want[i]) == 0 {
+					want[i] = nil
+				}
+				for _, p := range want[i] {
+					wantMax = max(wantMax, p.v)
+				}
+			}
+			if !reflect.DeepEqual(got, want) || gotMax != wantMax {
+				t.Errorf("%s over %v: got %v (max %v), want %v (max %v)", name, span, got, gotMax, want, wantMax)
+			}
+		}
 	}
 }

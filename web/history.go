@@ -27,6 +27,10 @@ type history struct {
 	every  time.Duration
 	max    int
 	series map[string][]sample
+	// gen counts the records (0: none yet) and at is the time of the
+	// last one: what the charts show changes only when gen moves.
+	gen uint64
+	at  time.Time
 }
 
 func newHistory(window, every time.Duration) *history {
@@ -46,6 +50,8 @@ func newHistory(window, every time.Duration) *history {
 func (h *history) record(now time.Time, ads []api.AdvertisementSnapshot) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.gen++
+	h.at = now
 	seen := make(map[string]bool, len(ads))
 	for _, a := range ads {
 		seen[a.ClusterID] = true
@@ -95,8 +101,17 @@ func (h *history) trim(now time.Time, ring []sample) []sample {
 	return append(ring[:0:0], ring[cut:]...)
 }
 
-// snapshot copies the series, providers sorted by id.
-func (h *history) snapshot() (ids []string, series map[string][]sample) {
+// generation counts the records so far: the series change only when it
+// moves.
+func (h *history) generation() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen
+}
+
+// snapshot copies the series, providers sorted by id, and returns the time
+// of the last record (zero before the first).
+func (h *history) snapshot() (ids []string, series map[string][]sample, at time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	series = make(map[string][]sample, len(h.series))
@@ -105,5 +120,5 @@ func (h *history) snapshot() (ids []string, series map[string][]sample) {
 		series[id] = append([]sample(nil), ring...)
 	}
 	sort.Strings(ids)
-	return ids, series
+	return ids, series, h.at
 }

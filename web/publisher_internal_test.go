@@ -148,7 +148,7 @@ func TestHistoryIsSampledAtAFixedCadence(t *testing.T) {
 }
 
 func samplesOf(d *Dashboard, id string) int {
-	_, s := d.hist.snapshot()
+	_, s, _ := d.hist.snapshot()
 	return len(s[id])
 }
 

@@ -40,8 +40,10 @@ type site struct {
 	// running guards against a second Run.
 	running atomic.Bool
 	// failingSince is when the backend first failed to answer (zero: it
-	// answers); owned by the publisher goroutine.
+	// answers); owned by the publisher goroutine, like lastSize, the size
+	// of the last fragment published.
 	failingSince time.Time
+	lastSize     int
 	// logins bounds failed login attempts per client.
 	logins *auth.Throttle
 	title  string
@@ -80,11 +82,14 @@ const DefaultCoalesce = 250 * time.Millisecond
 
 // DefaultRenderShare is the fraction of one core a page's live publisher
 // may spend rendering (DashboardOptions.RenderShare,
-// ConsoleOptions.RenderShare): 1 %. A page that costs 10 ms of CPU to
-// render (a dashboard of ~500 providers and 500 consumers) is published at
-// most once a second; a page costing more than Refresh/100 is published
-// once per Refresh, so its share grows past 1 % (see docs/performance.md).
-const DefaultRenderShare = 0.01
+// ConsoleOptions.RenderShare): 0.5 %. A page whose publication costs 5 ms
+// of CPU (a dashboard of ~250 providers and 250 consumers, with its charts
+// and explanations cached) is published at most once a second; a page
+// costing more than Refresh/200 is published once per Refresh, so its
+// share grows past 0.5 %. With one viewer the broker's budget of issue #13
+// (0.05 ms per request at 250 + 250 agents, 175 requests/s) is 0.9 % of a
+// core for everything a viewer costs (see docs/performance.md).
+const DefaultRenderShare = 0.005
 
 // liveTiming is how often a page's live part is published.
 type liveTiming struct {
@@ -420,6 +425,9 @@ func (p *publisher) stop() {
 func (s *site) publish(ctx context.Context) {
 	s.publications.Add(1)
 	var buf bytes.Buffer
+	// Sized from the last fragment: growing a buffer of megabytes by
+	// doubling copies it about twice over.
+	buf.Grow(s.lastSize + s.lastSize/8)
 	comp, err := s.render(ctx)
 	if err == nil {
 		err = comp.Render(ctx, &buf)
@@ -444,6 +452,7 @@ func (s *site) publish(ctx context.Context) {
 	if err := views.BackendState("").Render(ctx, &buf); err != nil {
 		return
 	}
+	s.lastSize = buf.Len()
 	s.hub.Broadcast(ctx, buf.Bytes())
 }
 

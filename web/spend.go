@@ -85,6 +85,10 @@ func (h *history) restore(ctx context.Context, st HistoryStore, now time.Time) (
 		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		h.gen++
+		if at.After(h.at) {
+			h.at = at
+		}
 		for id, ss := range rec.Providers {
 			s := sample{at: at, reserved: ss.Reserved}
 			if ss.Price != nil {

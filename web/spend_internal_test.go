@@ -56,8 +56,8 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	if _, err := h2.restore(context.Background(), st, end); err != nil {
 		t.Fatal(err)
 	}
-	ids1, s1 := h.snapshot()
-	ids2, s2 := h2.snapshot()
+	ids1, s1, _ := h.snapshot()
+	ids2, s2, _ := h2.snapshot()
 	if len(ids1) != 1 || len(ids2) != 1 || len(s2["paris"]) != len(s1["paris"]) {
 		t.Fatalf("restored %d samples of %v, had %d of %v", len(s2["paris"]), ids2, len(s1["paris"]), ids1)
 	}

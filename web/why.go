@@ -16,7 +16,10 @@ import (
 // broker's domain implements it): every consumer's placement explanation,
 // as the operator sees it. The dashboard reads it only while a page is
 // rendered, and only when the source's Version moved (when it is
-// Versioned).
+// Versioned). A list handed out is never modified afterwards, and while
+// nothing it explains changed the source may hand the same list (the same
+// slice) out again: the dashboard re-renders the explanations only when
+// it gets another list.
 type ExplanationSource interface {
 	Explanations(ctx context.Context) ([]api.PlacementExplanation, error)
 }

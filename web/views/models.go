@@ -6,6 +6,8 @@ package views
 import (
 	"sort"
 	"strconv"
+
+	"github.com/a-h/templ"
 )
 
 // Page is the frame around every page.
@@ -61,6 +63,24 @@ type Dashboard struct {
 	// Migrations are the broker's moves of manual reservations, newest
 	// first.
 	Migrations []MigrationRow
+	// Parts are panels rendered before from the same values (kept while
+	// those did not change); a nil part is rendered from the fields above.
+	Parts DashboardParts
+}
+
+// DashboardParts are panels of the live dashboard rendered before: Charts
+// from Ranges and Legend, Why from Why, each other from the field of its
+// name.
+type DashboardParts struct {
+	Charts, Providers, Consumers, Migrations, Totals, Why, Reservations, Instructions templ.Component
+}
+
+// cached is part when it is set, else render.
+func cached(part, render templ.Component) templ.Component {
+	if part != nil {
+		return part
+	}
+	return render
 }
 
 // MigrationRow is one move of a manual reservation to a better provider.

@@ -314,9 +314,9 @@ func whyTable(w Why) templ.Component {
 	})
 }
 
-// whyPanel is the dashboard's "Why this provider" section: one collapsible
+// WhyPanel is the dashboard's "Why this provider" section: one collapsible
 // explanation per consumer (live.js keeps them open across updates).
-func whyPanel(ws []Why) templ.Component {
+func WhyPanel(ws []Why) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -533,9 +533,9 @@ func ConsumerWhy(s ConsumerStatus) templ.Component {
 	})
 }
 
-// totalsPanel is what the borrowed capacity costs and emits, per consumer
+// TotalsPanel is what the borrowed capacity costs and emits, per consumer
 // and for the federation, and what it would on the alternatives.
-func totalsPanel(rows []TotalsRow) templ.Component {
+func TotalsPanel(rows []TotalsRow) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
