@@ -451,13 +451,19 @@ const PolicyName = "default"
 
 // SetPolicy writes the policy into the agent's ConsumerPolicy (the one the
 // agent reads: the lowest name; "default" is created when there is none)
-// and asks for a heartbeat at once.
+// and asks for a heartbeat at once. A Latency shortlist size p leaves out
+// (the console's form has none) keeps the policy's own.
 func (c *Consumer) SetPolicy(ctx context.Context, p api.Placement) error {
 	if fe := p.Check("placement"); fe != nil {
 		return web.Classify(web.ErrInvalid, fe)
 	}
 	spec := fav1alpha1.PlacementFromAPI(p)
-	return c.updatePolicy(ctx, func(s *fav1alpha1.ConsumerPolicySpec) { s.Placement = spec })
+	return c.updatePolicy(ctx, func(s *fav1alpha1.ConsumerPolicySpec) {
+		if spec.LatencyCandidates == nil {
+			spec.LatencyCandidates = s.Placement.LatencyCandidates
+		}
+		s.Placement = spec
+	})
 }
 
 // SetLocation sets (nil: clears) the location the consumer's heartbeats

@@ -202,6 +202,19 @@ func TestConsumer(t *testing.T) {
 	if cp.Spec.Placement.Type != fav1alpha1.PlacementStrategy(api.PlacementLatency) {
 		t.Errorf("the lowest-named policy holds %q", cp.Spec.Placement.Type)
 	}
+	// The form carries no Latency shortlist size: the operator's is kept.
+	five := int32(5)
+	cp.Spec.Placement.LatencyCandidates = &five
+	if err := cl.Update(ctx, &cp); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetPolicy(ctx, api.Placement{Type: api.PlacementLatency}); err != nil {
+		t.Fatal(err)
+	}
+	_ = cl.Get(ctx, client.ObjectKey{Namespace: "fa", Name: "aaa"}, &cp)
+	if n := cp.Spec.Placement.LatencyCandidates; n == nil || *n != 5 {
+		t.Errorf("a policy change from the console dropped the shortlist size: %v, want 5", n)
+	}
 
 	id, err := c.CreateReservation(ctx, web.ReservationSpec{ProviderClusterID: "montreal"})
 	if err != nil {

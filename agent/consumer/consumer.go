@@ -489,7 +489,7 @@ func equalPlacement(x, y *api.Placement) bool {
 	if x == nil || y == nil {
 		return x == y
 	}
-	if x.Type != y.Type || (x.Weights == nil) != (y.Weights == nil) {
+	if x.Type != y.Type || x.LatencyCandidates != y.LatencyCandidates || (x.Weights == nil) != (y.Weights == nil) {
 		return false
 	}
 	return x.Weights == nil || *x.Weights == *y.Weights

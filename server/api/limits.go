@@ -40,6 +40,14 @@ const (
 	MaxWeight = 1000
 	// MaxLatencyMillis is the highest measured latency in milliseconds.
 	MaxLatencyMillis = 1_000_000
+	// MaxLatencyCandidates is the most providers per chunk type a Latency
+	// shortlist offers (Placement.LatencyCandidates, and the distance ties
+	// kept past it): two rounds of the consumer agent's probes.
+	MaxLatencyCandidates = 16
+	// DefaultLatencyCandidates is the Latency shortlist's size for a
+	// consumer that does not say (Placement.LatencyCandidates 0): the
+	// reference's three nearest (§6.5), so a reference agent sees what it saw.
+	DefaultLatencyCandidates = 3
 	// MaxNamespaces is the most namespaces one reservation may offload.
 	MaxNamespaces = 64
 	// MaxSharingConsumers is the most cluster ids in one sharing list
@@ -302,11 +310,24 @@ func (w *Weights) Check(field string) *FieldError {
 	return nil
 }
 
-// Check checks a placement's weights. An unknown type is not an error: the
-// broker serves it as Standard and warns (docs/broker-api.md).
+// CheckLatencyCandidates checks a Latency shortlist size: 0 (the default)
+// to MaxLatencyCandidates.
+func CheckLatencyCandidates(field string, n int) *FieldError {
+	if n < 0 || n > MaxLatencyCandidates {
+		return fieldErr(field, showInt(int64(n)), "from 1 to "+strconv.Itoa(MaxLatencyCandidates)+" providers (0 or absent: "+strconv.Itoa(DefaultLatencyCandidates)+")")
+	}
+	return nil
+}
+
+// Check checks a placement's weights and Latency shortlist size. An
+// unknown type is not an error: the broker serves it as Standard and warns
+// (docs/broker-api.md).
 func (p *Placement) Check(field string) *FieldError {
 	if p == nil {
 		return nil
+	}
+	if err := CheckLatencyCandidates(join(field, "latencyCandidates"), p.LatencyCandidates); err != nil {
+		return err
 	}
 	return p.Weights.Check(join(field, "weights"))
 }

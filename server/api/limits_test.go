@@ -113,6 +113,9 @@ func TestRequestValidation(t *testing.T) {
 		return &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Lifecycle: &Lifecycle{Migrations: &MigrationBudget{MaxPerWindow: n, WindowSeconds: w}}}
 	}
 	i32 := func(v int32) *int32 { return &v }
+	shortlist := func(n int) *HeartbeatRequest {
+		return &HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Placement: &Placement{Type: PlacementLatency, LatencyCandidates: n}}
+	}
 	tests := []struct {
 		name  string
 		err   error
@@ -121,6 +124,11 @@ func TestRequestValidation(t *testing.T) {
 		{"valid advertisement", ok.Validate(), ""},
 		{"no resources", noRes.Validate(), "resources"},
 		{"NaN weight", weights.Validate(), "placement.weights.distance"},
+		{"latency shortlist unset", shortlist(0).Validate(), ""},
+		{"latency shortlist of one", shortlist(1).Validate(), ""},
+		{"latency shortlist at its maximum", shortlist(MaxLatencyCandidates).Validate(), ""},
+		{"latency shortlist past its maximum", shortlist(MaxLatencyCandidates + 1).Validate(), "placement.latencyCandidates"},
+		{"negative latency shortlist", shortlist(-1).Validate(), "placement.latencyCandidates"},
 		{"unknown policy is served as Standard", (&HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l", Placement: &Placement{Type: "Cheapest"}}).Validate(), ""},
 		{"disconnect grace 0", grace(0).Validate(), ""},
 		{"disconnect grace one day", grace(MaxDisconnectGraceSeconds).Validate(), ""},

@@ -256,6 +256,12 @@ type Placement struct {
 	Type PlacementType `json:"type,omitempty"`
 	// Weights is read only under the Weighted policy (extension).
 	Weights *Weights `json:"weights,omitempty"`
+	// LatencyCandidates is how many nearest providers per chunk type the
+	// Latency shortlist offers for the consumer to measure (extension): 1
+	// to MaxLatencyCandidates; 0 (absent) means DefaultLatencyCandidates,
+	// the reference's three. Providers tied at the last one's distance stay
+	// too, up to MaxLatencyCandidates.
+	LatencyCandidates int `json:"latencyCandidates,omitempty"`
 }
 
 // HeartbeatRequest is the body of POST /api/v1/heartbeat.

@@ -217,10 +217,14 @@ func (m *model) view(consumerID string, all bool) api.NodeGroupListResponse {
 			})
 			var kept []*mgroup
 			blocked := false
+			size := 3 // the default, or the consumer's own (capped)
+			if lc := c.Placement.LatencyCandidates; lc > 0 {
+				size = min(lc, 16)
+			}
 			for _, g := range o {
-				// Three, and the ties at the third's distance (one city)
+				// size, and the ties at the last one's distance (one city)
 				// up to the cap.
-				if n := len(kept); n == LatencyShortlistMax || n >= 3 && g.dist > kept[n-1].dist {
+				if n := len(kept); n == 16 || n >= size && g.dist > kept[n-1].dist {
 					break
 				}
 				if g.headroom > 0 {

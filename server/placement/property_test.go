@@ -106,6 +106,10 @@ func (g *fedGen) consumer(id string) Consumer {
 			c.Placement.Weights = &api.Weights{Price: r.Float64(), Carbon: r.Float64(), Distance: r.Float64() * 3, FreeCapacity: r.Float64()}
 		}
 	}
+	if c.Placement.Type == api.PlacementLatency && r.IntN(2) == 0 {
+		// Past 16: a record the heartbeat check never saw is capped.
+		c.Placement.LatencyCandidates = r.IntN(20)
+	}
 	return c
 }
 

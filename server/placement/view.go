@@ -13,16 +13,14 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
-// latencyShortlistSize is how many nearest providers per chunk type stay
-// growable under Latency; providers tied at the farthest kept distance
-// (one city) stay too, up to LatencyShortlistMax, so that the consumer's
-// measured RTT, not the id, decides among equal distances.
-const latencyShortlistSize = 3
-
-// LatencyShortlistMax bounds a Latency shortlist with distance ties: the
-// consumer agent probes every provider on it. Past it, ties are broken
-// by id.
-const LatencyShortlistMax = 16
+// LatencyShortlistMax bounds a Latency shortlist, distance ties included:
+// the consumer agent probes every provider on it. Past it, ties are broken
+// by id. The shortlist's size before ties is the consumer's
+// Placement.LatencyCandidates (api.DefaultLatencyCandidates when it does
+// not say); providers tied at the farthest kept distance (one city) stay
+// too, so that the consumer's measured RTT, not the id, decides among
+// equal distances.
+const LatencyShortlistMax = api.MaxLatencyCandidates
 
 // viewCtx is the state of one View call (under the read lock).
 type viewCtx struct {
@@ -60,8 +58,9 @@ type viewCtx struct {
 // this consumer's live chunks); every other group has maxSize =
 // currentReserved. Under Standard, Price, Eco and Weighted exactly one group
 // per chunk type is growable (none while this consumer's peerings on a
-// better-ranked full provider settle); under Latency up to three nearest
-// (more when tied at the third's distance, up to LatencyShortlistMax).
+// better-ranked full provider settle); under Latency the consumer's
+// shortlist of nearest ones (three by default; more when tied at the last
+// one's distance, up to LatencyShortlistMax).
 // Providers that do not share with the consumer never appear; unavailable
 // providers are never growable.
 //
@@ -426,9 +425,9 @@ func (v *viewCtx) rankOrder(ti int) (*btree.BTreeG[rankItem], func(*provState) r
 	return tr.std, func(ps *provState) rankItem { return rankItem{f: v.ix.standardKey(ps, ti), id: ps.p.ID} }, lessFloat
 }
 
-// latency keeps the three nearest providers with head-room growable
-// (great-circle distance from the consumer), nearest first, and those
-// tied with the third (up to LatencyShortlistMax); a full
+// latency keeps the shortlistSize nearest providers with head-room
+// growable (great-circle distance from the consumer), nearest first, and
+// those tied with the last (up to LatencyShortlistMax); a full
 // provider with this consumer's peerings in flight met before anything was
 // kept masks the type. When no provider with coordinates has head-room,
 // the Standard order picks one last-resort provider. With an explainer the
@@ -442,7 +441,7 @@ func (v *viewCtx) latency(ti int) {
 	done := false
 	v.nearest(ti, func(ps *provState, dist float64) bool {
 		v.ex.meet(ti, ps)
-		if n := len(kept); n == LatencyShortlistMax || n >= latencyShortlistSize && dist > kept[n-1].dist {
+		if n := len(kept); n == LatencyShortlistMax || n >= v.shortlistSize() && dist > kept[n-1].dist {
 			done = true // full, and every tie at its farthest distance kept
 		}
 		if done {
@@ -481,6 +480,18 @@ func (v *viewCtx) latency(ti int) {
 	if len(kept) > 1 {
 		v.shortlst = true
 	}
+}
+
+// shortlistSize is how many nearest providers the consumer's Latency
+// shortlist keeps before distance ties: its Placement.LatencyCandidates,
+// api.DefaultLatencyCandidates when unset, never past LatencyShortlistMax
+// (for records the heartbeat check did not see).
+func (v *viewCtx) shortlistSize() int {
+	n := v.c.Placement.LatencyCandidates
+	if n <= 0 {
+		return api.DefaultLatencyCandidates
+	}
+	return min(n, LatencyShortlistMax)
 }
 
 // nearest calls fn with the open providers of chunk type ti that have

@@ -57,6 +57,10 @@ func located(lat, lon float64) func(*Consumer) {
 	return func(c *Consumer) { c.Latitude, c.Longitude = &lat, &lon }
 }
 
+func candidates(n int) func(*Consumer) {
+	return func(c *Consumer) { c.Placement.LatencyCandidates = n }
+}
+
 func weights(w api.Weights) func(*Consumer) {
 	return func(c *Consumer) { c.Placement.Weights = &w }
 }
@@ -266,6 +270,39 @@ func TestViewPolicies(t *testing.T) {
 			consumer:  consumer(c1, api.PlacementLatency, located(45.07, 7.69)),
 			usage:     []usageSet{{"milan", api.ChunkStandard, c2, Usage{Live: 4}}},
 			want:      "ng-frankfurt-standard 4/0 m=565.3043; ng-madrid-standard 4/0 m=1062.7467; ng-paris-standard 4/0 m=584.3614",
+			applied:   api.PlacementLatency,
+			shortlist: true,
+		},
+		// The consumer's own shortlist size (placement.latencyCandidates).
+		{
+			name: "latency shortlists the consumer's four nearest",
+			providers: []Provider{
+				prov("paris", 4, at(48.86, 2.35)), prov("milan", 4, at(45.46, 9.19)),
+				prov("frankfurt", 4, at(50.11, 8.68)), prov("madrid", 4, at(40.42, -3.70)), prov("nowhere", 4),
+			},
+			consumer:  consumer(c1, api.PlacementLatency, located(45.07, 7.69), candidates(4)),
+			want:      "ng-frankfurt-standard 4/0 m=565.3043; ng-madrid-standard 4/0 m=1062.7467; ng-milan-standard 4/0 m=125.1446; ng-paris-standard 4/0 m=584.3614",
+			applied:   api.PlacementLatency,
+			shortlist: true,
+		},
+		{
+			name: "latency with one candidate is no shortlist: the nearest alone",
+			providers: []Provider{
+				prov("paris", 4, at(48.86, 2.35)), prov("milan", 4, at(45.46, 9.19)),
+				prov("frankfurt", 4, at(50.11, 8.68)), prov("madrid", 4, at(40.42, -3.70)),
+			},
+			consumer: consumer(c1, api.PlacementLatency, located(45.07, 7.69), candidates(1)),
+			want:     "ng-milan-standard 4/0 m=125.1446",
+			applied:  api.PlacementLatency,
+		},
+		{
+			name: "latency with two candidates keeps the ties at the second's distance",
+			providers: []Provider{
+				prov("paris-a", 4, at(48.86, 2.35)), prov("milan", 4, at(45.46, 9.19)), prov("paris-b", 4, at(48.86, 2.35)),
+				prov("madrid", 4, at(40.42, -3.70)),
+			},
+			consumer:  consumer(c1, api.PlacementLatency, located(45.07, 7.69), candidates(2)),
+			want:      "ng-milan-standard 4/0 m=125.1446; ng-paris-a-standard 4/0 m=584.3614; ng-paris-b-standard 4/0 m=584.3614",
 			applied:   api.PlacementLatency,
 			shortlist: true,
 		},

@@ -360,6 +360,7 @@ func placementConsumer(c *consumer) placement.Consumer {
 	pl := api.Placement{Type: c.policy}
 	if c.rec.Heartbeat.Placement != nil {
 		pl.Weights = c.rec.Heartbeat.Placement.Weights
+		pl.LatencyCandidates = c.rec.Heartbeat.Placement.LatencyCandidates
 	}
 	return placement.Consumer{
 		ID:        c.rec.Heartbeat.ClusterID,

@@ -114,6 +114,8 @@ func TestValueLimitsAtTheBroker(t *testing.T) {
 		// Heartbeats: weights, latencies, ids, coordinates, text.
 		{name: "weight near float64 max", path: "/api/v1/heartbeat", body: with(hb, "placement", map[string]any{"type": "Weighted", "weights": map[string]any{"price": 9e307}}),
 			field: "placement.weights.price", inMsg: []string{"9e+307", "from 0 to 1000"}},
+		{name: "latency shortlist past its maximum", path: "/api/v1/heartbeat", body: with(hb, "placement", map[string]any{"type": "Latency", "latencyCandidates": 17}),
+			field: "placement.latencyCandidates", inMsg: []string{"17", "from 1 to 16"}},
 		{name: "weight above the maximum", path: "/api/v1/heartbeat", body: with(hb, "placement", map[string]any{"type": "Weighted", "weights": map[string]any{"freeCapacity": 1000.5}}),
 			field: "placement.weights.freeCapacity"},
 		{name: "negative weight", path: "/api/v1/heartbeat", body: with(hb, "placement", map[string]any{"type": "Weighted", "weights": map[string]any{"carbon": -1}}),

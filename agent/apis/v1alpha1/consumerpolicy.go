@@ -14,25 +14,37 @@ func ActivePolicy(items []ConsumerPolicy) *ConsumerPolicy {
 	return best
 }
 
-// API is the placement as the heartbeat carries it; nil when neither a type
-// nor weights are set (the broker's default then applies).
+// API is the placement as the heartbeat carries it; nil when neither a type,
+// weights nor a Latency shortlist size are set (the broker's default then
+// applies). Under Latency a shortlist size left out is
+// DefaultLatencyCandidates.
 func (p Placement) API() *api.Placement {
-	if p.Type == "" && p.Weights == nil {
+	if p.Type == "" && p.Weights == nil && p.LatencyCandidates == nil {
 		return nil
 	}
 	out := &api.Placement{Type: api.PlacementType(p.Type)}
 	if w := p.Weights; w != nil {
 		out.Weights = &api.Weights{Price: w.Price, Carbon: w.Carbon, Distance: w.Distance, FreeCapacity: w.FreeCapacity}
 	}
+	switch {
+	case p.LatencyCandidates != nil:
+		out.LatencyCandidates = int(*p.LatencyCandidates)
+	case p.Type == PlacementLatency:
+		out.LatencyCandidates = DefaultLatencyCandidates
+	}
 	return out
 }
 
 // PlacementFromAPI is p as a ConsumerPolicy's placement (the inverse of
-// Placement.API).
+// Placement.API; a shortlist size of 0 is left out).
 func PlacementFromAPI(p api.Placement) Placement {
 	out := Placement{Type: PlacementStrategy(p.Type)}
 	if w := p.Weights; w != nil {
 		out.Weights = &PlacementWeights{Price: w.Price, Carbon: w.Carbon, Distance: w.Distance, FreeCapacity: w.FreeCapacity}
+	}
+	if n := p.LatencyCandidates; n > 0 {
+		c := int32(min(n, api.MaxLatencyCandidates))
+		out.LatencyCandidates = &c
 	}
 	return out
 }

@@ -58,6 +58,7 @@ func TestPlacementConversionRoundTrips(t *testing.T) {
 	}{
 		{"type only", api.Placement{Type: api.PlacementPrice}},
 		{"weighted", api.Placement{Type: api.PlacementWeighted, Weights: &api.Weights{Price: 1, Carbon: 2.5, Distance: 3, FreeCapacity: 1000}}},
+		{"latency with its own shortlist", api.Placement{Type: api.PlacementLatency, LatencyCandidates: 5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := PlacementFromAPI(tc.in).API()
@@ -68,5 +69,12 @@ func TestPlacementConversionRoundTrips(t *testing.T) {
 	}
 	if p := (Placement{}).API(); p != nil {
 		t.Errorf("an empty placement converts to %+v, want nil (the broker's default)", p)
+	}
+	// The agent's default shortlist is sent under Latency only.
+	if p := (Placement{Type: PlacementLatency}).API(); p == nil || p.LatencyCandidates != DefaultLatencyCandidates {
+		t.Errorf("Latency without a shortlist size converts to %+v, want latencyCandidates %d", p, DefaultLatencyCandidates)
+	}
+	if p := (Placement{Type: PlacementPrice}).API(); p == nil || p.LatencyCandidates != 0 {
+		t.Errorf("Price converts to %+v, want no latencyCandidates", p)
 	}
 }

@@ -62,7 +62,22 @@ type Placement struct {
 	// fallback's weights.
 	// +optional
 	Weights *PlacementWeights `json:"weights,omitempty"`
+	// LatencyCandidates is read when Type is Latency: how many nearest
+	// providers per chunk type the broker shortlists for the agent to
+	// measure (providers tied at the last one's distance too, up to 16).
+	// The agent sends DefaultLatencyCandidates (8) when it is left out; the
+	// broker's own default for agents that do not say is the reference's 3.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=16
+	// +optional
+	LatencyCandidates *int32 `json:"latencyCandidates,omitempty"`
 }
+
+// DefaultLatencyCandidates is the Latency shortlist the consumer agent asks
+// for when its ConsumerPolicy does not say: one round of its probes (the
+// prober measures 8 endpoints at once). docs/placement.md "Latency" has the
+// numbers behind it.
+const DefaultLatencyCandidates = 8
 
 // Location is where a consumer says it is.
 type Location struct {
