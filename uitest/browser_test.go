@@ -339,6 +339,7 @@ func TestBrowser(t *testing.T) {
 		}
 		expectWhyTruth(u, tg, dash, consumer)
 		expectTotalsTruth(u, tg, dash)
+		expectConsoleTotalsTruth(u, tg, consumer)
 		expectEventsTruth(u, tg, dash, other)
 		expectChartRanges(u, dash)
 		u.screenshot(dash, "dashboard-why.png")
