@@ -80,7 +80,10 @@ func browser(t *testing.T) playwright.Browser {
 	return b
 }
 
-func target(t *testing.T) *Target {
+// target is the federation under test: the one described by the
+// environment, the fake federation (FA_UITEST_FAKE) or the demo federation
+// (tune adjusts its options).
+func target(t *testing.T, tune ...func(*demo.Options)) *Target {
 	t.Helper()
 	tg, err := TargetFromEnv()
 	if err != nil {
@@ -93,7 +96,7 @@ func target(t *testing.T) *Target {
 		// The browser checks reserve by hand on a chosen provider and look
 		// for the loan there: the broker must not migrate it meanwhile
 		// (migration has its own scenario, mocks/demo TestMigrationScenario).
-		d, err := StartDemo(context.Background(), t.TempDir(), func(o *demo.Options) { o.NoMigration = true })
+		d, err := StartDemo(context.Background(), t.TempDir(), append([]func(*demo.Options){func(o *demo.Options) { o.NoMigration = true }}, tune...)...)
 		if err != nil {
 			t.Fatalf("start the demo federation: %v", err)
 		}
@@ -424,10 +427,10 @@ func TestBrowser(t *testing.T) {
 
 // setUp starts the browser and the target (the demo federation unless
 // told otherwise) and the assertions with their screenshot folder.
-func setUp(t *testing.T) (playwright.Browser, *Target, *ui) {
+func setUp(t *testing.T, tune ...func(*demo.Options)) (playwright.Browser, *Target, *ui) {
 	t.Helper()
 	b := browser(t)
-	tg := target(t)
+	tg := target(t, tune...)
 	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(15000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", t.TempDir())}
 	if u.shots != "-" {
 		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")
