@@ -79,6 +79,20 @@ func whyProblem(u *ui, p playwright.Page, where string, ex api.PlacementExplanat
 	return ""
 }
 
+// servesExplanations reports whether the target's broker explains its
+// placements (the fake federation does not: then it logs what is skipped).
+func servesExplanations(u *ui, tg *Target, skipped string) bool {
+	u.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, ok, err := tg.BrokerExplanations(ctx)
+	cancel()
+	u.ok(err, "read the broker's explanations")
+	if !ok {
+		u.t.Log("the target serves no explanations (fake federation): " + skipped)
+	}
+	return ok
+}
+
 // expectWhyTruth: the dashboard's "Why this provider" (opened) and the
 // consumer console's show the broker's explanation of each consumer: the
 // same candidates in the same order with the same outcomes, the winner and
@@ -86,12 +100,7 @@ func whyProblem(u *ui, p playwright.Page, where string, ex api.PlacementExplanat
 // it, and the winner is the provider the consumer grows on.
 func expectWhyTruth(u *ui, tg *Target, dash, consumer playwright.Page) {
 	u.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_, ok, err := tg.BrokerExplanations(ctx)
-	cancel()
-	u.ok(err, "read the broker's explanations")
-	if !ok {
-		u.t.Log("the target serves no explanations (fake federation): why-this-provider checks skipped")
+	if !servesExplanations(u, tg, "why-this-provider checks skipped") {
 		return
 	}
 	ov, err := tg.BrokerOverview(context.Background())
@@ -252,12 +261,7 @@ func alternativesWant(ex api.PlacementExplanation) (dear, std float64, dearOK, s
 // expensive provider and on the Standard choice.
 func expectConsoleTotalsTruth(u *ui, tg *Target, consumer playwright.Page) {
 	u.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	_, ok, err := tg.BrokerExplanations(ctx)
-	cancel()
-	u.ok(err, "read the broker's explanations")
-	if !ok {
-		u.t.Log("the target serves no explanations (fake federation): the consumer console's totals are not checked")
+	if !servesExplanations(u, tg, "the consumer console's totals are not checked") {
 		return
 	}
 	pollTruth(u, tg, "the consumer console's totals", func(ov api.Overview) string {
