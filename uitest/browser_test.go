@@ -337,7 +337,7 @@ func TestBrowser(t *testing.T) {
 		u.screenshot(pc, "provider-console-loans.png")
 		for _, mid := range mids {
 			u.ok(consumer.Locator(fmt.Sprintf("[data-testid=consumer-reservations] tr[data-reservation=%q] button.danger", mid)).Click(), "release a manual reservation")
-			u.ok(u.expect.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("Release requested"), "the console sent the release")
+			expectReleaseConfirmed(u, consumer)
 			expectReleasedEvent(u, dash, mid)
 		}
 		expectWhyTruth(u, tg, dash, consumer)
@@ -420,7 +420,7 @@ func TestBrowser(t *testing.T) {
 		relID, err := relRow.GetAttribute("data-reservation")
 		u.ok(err, "id of the reservation to release")
 		u.ok(relRow.Locator("button.danger").Click(), "release")
-		u.ok(u.expect.Locator(rel.Locator("[data-testid=flash]")).ToContainText("Release requested"), "the console sent the release")
+		expectReleaseConfirmed(u, rel)
 		expectReleasedEvent(u, dash, relID)
 	})
 }

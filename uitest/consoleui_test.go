@@ -331,7 +331,7 @@ func expectReleaseSurvivesSwap(u *ui, tg *Target, c playwright.Page) {
 	})
 	_, err = c.Evaluate(`() => window.__openSessionGate()`)
 	u.ok(err, "answer the session check")
-	u.ok(u.expect.Locator(c.Locator("[data-testid=flash]")).ToContainText("Release requested"), "the console confirms the release")
+	expectReleaseConfirmed(u, c)
 	pollTruth(u, tg, "the release at the broker", func(ov api.Overview) string {
 		for _, r := range ov.Reservations {
 			if r.ReservationID == id {

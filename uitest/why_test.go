@@ -15,6 +15,21 @@ import (
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 )
 
+// expectReleaseConfirmed: the console's page after a Release says the
+// release was requested, so a release lost before it reached the console
+// (#20) fails here and says so. The page is the console's render after the
+// redirect, which reads the broker several times (node groups, the
+// explanation, each manual reservation), within the consumer's rate limit
+// (5 requests per second, shared with its heartbeats and polls, and the
+// client waits out a 429's Retry-After): under -race at load 29 that page
+// once took longer than one page assertion's 15 s, so it gets the
+// scale-up's 60 s.
+func expectReleaseConfirmed(u *ui, consumer playwright.Page) {
+	u.t.Helper()
+	throttled := playwright.NewPlaywrightAssertions(60000)
+	u.ok(throttled.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("Release requested"), "the console sent the release")
+}
+
 // expectReleasedEvent: a released reservation leaves the dashboard's
 // reservations table and appears in the events log, within one page
 // assertion.
