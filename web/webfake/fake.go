@@ -408,9 +408,11 @@ func (b *providerBackend) Status(ctx context.Context) (web.ProviderStatus, error
 	}
 	for _, r := range b.f.reservations {
 		if r.ProviderClusterID == p.id && !r.Status.Terminal() {
+			// Priced as the fake's overview prices the provider's chunks.
+			cost := float64(r.ChunkCount) * costPerChunk(p)
 			st.Loans = append(st.Loans, web.Loan{
 				ReservationID: r.ReservationID, ConsumerClusterID: r.ConsumerClusterID, ChunkType: r.ChunkType,
-				ChunkCount: r.ChunkCount, Phase: r.Status, Since: r.CreatedAt.Time,
+				ChunkCount: r.ChunkCount, Phase: r.Status, Since: r.CreatedAt.Time, CostPerHour: &cost,
 			})
 		}
 	}
