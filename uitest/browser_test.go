@@ -80,7 +80,10 @@ func browser(t *testing.T) playwright.Browser {
 	return b
 }
 
-func target(t *testing.T) *Target {
+// target is the federation under test: the one described by the
+// environment, the fake federation (FA_UITEST_FAKE) or the demo federation
+// (tune adjusts its options).
+func target(t *testing.T, tune ...func(*demo.Options)) *Target {
 	t.Helper()
 	tg, err := TargetFromEnv()
 	if err != nil {
@@ -93,7 +96,7 @@ func target(t *testing.T) *Target {
 		// The browser checks reserve by hand on a chosen provider and look
 		// for the loan there: the broker must not migrate it meanwhile
 		// (migration has its own scenario, mocks/demo TestMigrationScenario).
-		d, err := StartDemo(context.Background(), t.TempDir(), func(o *demo.Options) { o.NoMigration = true })
+		d, err := StartDemo(context.Background(), t.TempDir(), append([]func(*demo.Options){func(o *demo.Options) { o.NoMigration = true }}, tune...)...)
 		if err != nil {
 			t.Fatalf("start the demo federation: %v", err)
 		}
@@ -310,7 +313,7 @@ func TestBrowser(t *testing.T) {
 		u.ok(consumer.Locator("[data-testid=reserve]").Click(), "reserve")
 		u.ok(u.expect.Locator(consumer.Locator("[data-testid=flash]")).ToContainText("2 reservations requested, one per chunk"), "reserved")
 		if tg.PauseProgress != nil {
-			u.ok(u.expect.Locator(dash.Locator("[data-testid=instructions] tbody tr td", playwright.PageLocatorOptions{HasText: "GenerateKubeconfig"})).ToBeVisible(), "instruction in flight on the dashboard")
+			u.ok(u.expect.Locator(dash.Locator("[data-testid=instructions] tbody tr td", playwright.PageLocatorOptions{HasText: "GenerateKubeconfig"}).First()).ToBeVisible(), "instruction in flight on the dashboard")
 			u.screenshot(dash, "dashboard-instructions.png")
 			tg.PauseProgress(false)
 		}
@@ -334,10 +337,12 @@ func TestBrowser(t *testing.T) {
 		u.screenshot(pc, "provider-console-loans.png")
 		for _, mid := range mids {
 			u.ok(consumer.Locator(fmt.Sprintf("[data-testid=consumer-reservations] tr[data-reservation=%q] button.danger", mid)).Click(), "release a manual reservation")
+			expectReleaseConfirmed(u, consumer)
 			expectReleasedEvent(u, dash, mid)
 		}
 		expectWhyTruth(u, tg, dash, consumer)
 		expectTotalsTruth(u, tg, dash)
+		expectConsoleTotalsTruth(u, tg, consumer)
 		expectEventsTruth(u, tg, dash, other)
 		expectChartRanges(u, dash)
 		u.screenshot(dash, "dashboard-why.png")
@@ -415,16 +420,17 @@ func TestBrowser(t *testing.T) {
 		relID, err := relRow.GetAttribute("data-reservation")
 		u.ok(err, "id of the reservation to release")
 		u.ok(relRow.Locator("button.danger").Click(), "release")
+		expectReleaseConfirmed(u, rel)
 		expectReleasedEvent(u, dash, relID)
 	})
 }
 
 // setUp starts the browser and the target (the demo federation unless
 // told otherwise) and the assertions with their screenshot folder.
-func setUp(t *testing.T) (playwright.Browser, *Target, *ui) {
+func setUp(t *testing.T, tune ...func(*demo.Options)) (playwright.Browser, *Target, *ui) {
 	t.Helper()
 	b := browser(t)
-	tg := target(t)
+	tg := target(t, tune...)
 	u := &ui{t: t, expect: playwright.NewPlaywrightAssertions(15000), shots: envOr("FA_UITEST_SCREENSHOT_DIR", t.TempDir())}
 	if u.shots != "-" {
 		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")

@@ -10,6 +10,8 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
+
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -90,6 +92,10 @@ func TestConsoleUI(t *testing.T) {
 		u.ok(ctx.AddCookies([]playwright.OptionalCookie{{Name: cookies[0].Name, Value: "from-before-the-restart", URL: &cookieURL}}), "a cookie the console does not know")
 		u.ok(a.Locator("[data-testid=apply-policy]").Click(), "send a form with a session the console no longer has")
 		u.ok(u.expect.Locator(a.Locator("[data-testid=login-ended]")).ToContainText("Your session has ended"), "the login page says the session ended")
+	})
+
+	t.Run("a release clicked while a live update replaces its row is still sent", func(t *testing.T) {
+		expectReleaseSurvivesSwap(u.with(t), tg, newPage(u, b))
 	})
 
 	t.Run("at 390 px no page scrolls sideways and no column is cut", func(t *testing.T) {
@@ -278,4 +284,63 @@ func expectFitsWidth(u *ui, p playwright.Page, what string) {
 	if len(got.Cut) > 0 {
 		u.t.Errorf("%s cuts column headers at %d px: %s", what, phoneWidth, strings.Join(got.Cut, "; "))
 	}
+}
+
+// gateSession makes the page's session checks (GET <data-session>, asked
+// before a form is sent) wait until window.__openSessionGate() is called,
+// and remembers the first form submitted (window.__submitted).
+const gateSession = `() => {
+	const path = document.body.getAttribute('data-session');
+	const fetch0 = window.fetch;
+	let open;
+	const gate = new Promise((r) => { open = r; });
+	window.__openSessionGate = open;
+	window.fetch = (u, o) => (String(u) === path ? gate.then(() => fetch0(u, o)) : fetch0(u, o));
+	window.addEventListener('submit', (e) => { window.__submitted = window.__submitted || e.target; }, true);
+}`
+
+// expectReleaseSurvivesSwap: a Release clicked on the consumer console
+// reaches the broker even when a live update replaces the reservations
+// table (and so the clicked form) while the page checks the session before
+// sending it (#20: a release clicked right after a reload, as the first
+// live update arrived, was never sent). The session check is held until the
+// submitted form has been replaced, so the race is forced, not hoped for.
+func expectReleaseSurvivesSwap(u *ui, tg *Target, c playwright.Page) {
+	u.t.Helper()
+	login(u, c, tg.Consumer)
+	_, err := c.Locator("#provider").SelectOption(playwright.SelectOptionValues{Values: &[]string{firstProvider(tg)}})
+	u.ok(err, "choose provider")
+	u.ok(c.Locator("#count").Fill("1"), "one chunk")
+	u.ok(c.Locator("[data-testid=reserve]").Click(), "reserve")
+	u.ok(u.expect.Locator(c.Locator("[data-testid=flash]")).ToContainText("Reservation requested"), "reserved")
+	row := c.Locator("[data-testid=consumer-reservations] tbody tr[data-reservation]", playwright.PageLocatorOptions{
+		HasText: "manual", Has: c.Locator("button.danger"),
+	}).First()
+	u.ok(u.expect.Locator(row).ToBeVisible(), "a releasable manual reservation")
+	id, err := row.GetAttribute("data-reservation")
+	u.ok(err, "reservation id")
+
+	_, err = c.Evaluate(gateSession)
+	u.ok(err, "hold the session check")
+	u.ok(c.Locator(fmt.Sprintf("[data-testid=consumer-reservations] tr[data-reservation=%q] button.danger", id)).Click(), "release")
+	// The console re-renders its reservations at least every refresh.
+	testpoll.UntilSeen(u.t, truthDeadline, "a live update replacing the submitted form", func() (bool, string) {
+		v, err := c.Evaluate(`() => window.__submitted ? String(window.__submitted.isConnected) : 'nothing submitted'`)
+		u.ok(err, "read the submitted form")
+		return v == "false", fmt.Sprintf("submitted form connected: %v", v)
+	})
+	_, err = c.Evaluate(`() => window.__openSessionGate()`)
+	u.ok(err, "answer the session check")
+	expectReleaseConfirmed(u, c)
+	pollTruth(u, tg, "the release at the broker", func(ov api.Overview) string {
+		for _, r := range ov.Reservations {
+			if r.ReservationID == id {
+				if r.Status != api.PhaseUnpeering && !r.Status.Terminal() {
+					return fmt.Sprintf("the broker holds %s as %s: the release was not sent", id, r.Status)
+				}
+				return ""
+			}
+		}
+		return "the broker does not know " + id
+	})
 }

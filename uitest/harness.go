@@ -49,6 +49,11 @@ type Target struct {
 	// Overview reads the broker's real state, which the test compares with
 	// what the pages show (nil: GET DashboardURL/api/v1/overview).
 	Overview func(ctx context.Context) (api.Overview, error)
+	// StopProviderAgent stops one provider's agent (its cluster keeps
+	// running, as when the agent dies) and RestartProviderAgent starts it
+	// again (nil when the target cannot; the test then skips that step).
+	StopProviderAgent    func(id string) error
+	RestartProviderAgent func(id string) error
 }
 
 // BrokerOverview reads the broker's state through Overview, or through the
@@ -276,6 +281,21 @@ func StartDemo(ctx context.Context, dir string, tune ...func(*demo.Options)) (*D
 	d.Consumer = Console{URL: fed.Consumer.ConsoleURL, Token: fed.ConsoleToken}
 	d.CheapestProvider = "sydney"
 	d.DropDashboardSockets = fed.DropDashboardClients
+	d.StopProviderAgent = func(id string) error {
+		p := fed.Provider(id)
+		if p == nil {
+			return fmt.Errorf("the demo has no provider %q", id)
+		}
+		p.Stop()
+		return nil
+	}
+	d.RestartProviderAgent = func(id string) error {
+		p := fed.Provider(id)
+		if p == nil {
+			return fmt.Errorf("the demo has no provider %q", id)
+		}
+		return p.Restart()
+	}
 	return d, nil
 }
 

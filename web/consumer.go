@@ -186,6 +186,7 @@ func (cc *ConsumerConsole) renderLive(ctx context.Context) (templ.Component, err
 		views.ConsumerReservations(v, "", cc.site.prefix),
 		views.ConsumerMigrations(v),
 		views.ConsumerNodes(v),
+		views.ConsumerTotals(v),
 		views.ConsumerWhy(v),
 	}
 	if cc.workload != nil {
@@ -518,6 +519,7 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 	if st.Explanation != nil {
 		why := buildWhy(*st.Explanation, cur, ConsoleWhyRows)
 		v.Why = &why
+		v.Totals = consoleTotals(st.ClusterID, *st.Explanation, cur)
 	}
 	v.Unfit, v.UnfitError = unfitRows(st), st.UnfitPodsError
 	v.Choice = choicePanel(now, st)

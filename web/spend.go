@@ -151,6 +151,34 @@ func (t *consumerTotals) alternativesOf(ex api.PlacementExplanation) {
 	}
 }
 
+// totalsOf is one consumer's totals: its spend (nil: none known) and,
+// when explained (ex not nil), what the alternatives would cost and emit.
+func totalsOf(s *api.ConsumerSpend, ex *api.PlacementExplanation) consumerTotals {
+	t := consumerTotals{}
+	if s != nil {
+		t.today, t.month = s.SpentToday, s.SpentThisMonth
+		for _, n := range s.Chunks {
+			t.chunks += n
+		}
+		t.rate, t.unpriced, t.carbon, t.noCarbon = s.CostPerHour, s.UnpricedChunks, s.CarbonPerHour, s.NoCarbonChunks
+	}
+	if ex != nil {
+		t.alternativesOf(*ex)
+	}
+	return t
+}
+
+// consoleTotals is the consumer console's totals: the dashboard's row of
+// the consumer, from the spend and the alternatives of its own explanation
+// (nil when the broker sent no spend: an older broker).
+func consoleTotals(id string, ex api.PlacementExplanation, cur string) *views.TotalsRow {
+	if ex.Spend == nil {
+		return nil
+	}
+	r := totalsRow(id, totalsOf(ex.Spend, &ex), true, cur)
+	return &r
+}
+
 // buildTotals is the totals table: one row per consumer and the
 // federation's sum. Savings are shown only where both sides are fully
 // priced.
@@ -162,18 +190,12 @@ func buildTotals(cs []api.OverviewConsumer, exs []api.PlacementExplanation, cur 
 	fed := consumerTotals{dearOK: true, stdOK: true}
 	var rows []views.TotalsRow
 	for _, c := range cs {
-		t := consumerTotals{}
-		if s := c.Spend; s != nil {
-			t.today, t.month = s.SpentToday, s.SpentThisMonth
-			for _, n := range s.Chunks {
-				t.chunks += n
-			}
-			t.rate, t.unpriced, t.carbon, t.noCarbon = s.CostPerHour, s.UnpricedChunks, s.CarbonPerHour, s.NoCarbonChunks
-		}
 		ex, explained := byID[c.ClusterID]
+		var exp *api.PlacementExplanation
 		if explained {
-			t.alternativesOf(ex)
+			exp = &ex
 		}
+		t := totalsOf(c.Spend, exp)
 		rows = append(rows, totalsRow(c.ClusterID, t, explained, cur))
 		fed.chunks += t.chunks
 		fed.rate += t.rate

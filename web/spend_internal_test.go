@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/web/views"
 )
 
 type memHistory struct {
@@ -165,5 +166,70 @@ func TestEventsSurviveRestart(t *testing.T) {
 	}
 	if len(log2.takeUnsaved()) != 0 {
 		t.Error("restored events are marked unsaved: they would be stored twice")
+	}
+}
+
+// TestConsoleTotals: the consumer console's totals row, from its own
+// explanation, by hand: 2 chunks at 0.116 per hour each = 0.2320 EUR/h;
+// 4 g/h; the dearest (0.40) saves 0.40 − 0.232 = 0.1680, the Standard
+// choice (0.30) 0.0680. A chunk without a price shows the rate "+ 1
+// unpriced" and no saving (the rate is not the whole cost); an unpriced
+// Standard choice reads "unpriced". Nothing held: no alternatives. An
+// explanation without spend (an older broker): no totals.
+func TestConsoleTotals(t *testing.T) {
+	fp := func(v float64) *float64 { return &v }
+	held := func(n int32, dear, std *api.Alternative) []api.ChunkTypeExplanation {
+		return []api.ChunkTypeExplanation{{ChunkType: api.ChunkStandard, Held: n, MostExpensive: dear, StandardChoice: std}}
+	}
+	sydney := &api.Alternative{ProviderClusterID: "sydney", CostPerHour: fp(0.40), CarbonPerHour: fp(1.2)}
+	paris := &api.Alternative{ProviderClusterID: "paris", CostPerHour: fp(0.30), CarbonPerHour: fp(6)}
+	unpricedParis := &api.Alternative{ProviderClusterID: "paris", CarbonPerHour: fp(6)}
+	two := map[api.ChunkType]int32{api.ChunkStandard: 2}
+	cases := []struct {
+		name string
+		ex   api.PlacementExplanation
+		want *views.TotalsRow
+	}{
+		{"an older broker sends no spend", api.PlacementExplanation{ChunkTypes: held(2, sydney, paris)}, nil},
+		{"nothing borrowed", api.PlacementExplanation{Spend: &api.ConsumerSpend{SpentToday: 0.25, SpentThisMonth: 3}, ChunkTypes: held(0, nil, nil)},
+			&views.TotalsRow{Consumer: "lyon", Chunks: "0", Rate: "0.0000 EUR/h", Today: "0.2500 EUR", Month: "3.0000 EUR", Carbon: "0.0 g/h",
+				Dear: dash, DearCarbon: dash, DearSaving: dash, Std: dash, StdCarbon: dash, StdSaving: dash}},
+		{"two priced chunks", api.PlacementExplanation{
+			Spend:      &api.ConsumerSpend{Chunks: two, CostPerHour: 0.232, CarbonPerHour: 4, SpentToday: 1.16, SpentThisMonth: 12.3456},
+			ChunkTypes: held(2, sydney, paris)},
+			&views.TotalsRow{Consumer: "lyon", Chunks: "2", Rate: "0.2320 EUR/h", Today: "1.1600 EUR", Month: "12.3456 EUR", Carbon: "4.0 g/h",
+				DearOn: "sydney", Dear: "0.4000 EUR/h", DearCarbon: "1.2 g/h", DearSaving: "0.1680 EUR/h",
+				StdOn: "paris", Std: "0.3000 EUR/h", StdCarbon: "6.0 g/h", StdSaving: "0.0680 EUR/h"}},
+		{"one chunk unpriced", api.PlacementExplanation{
+			Spend:      &api.ConsumerSpend{Chunks: two, CostPerHour: 0.116, UnpricedChunks: 1, CarbonPerHour: 2, NoCarbonChunks: 1},
+			ChunkTypes: held(2, sydney, paris)},
+			&views.TotalsRow{Consumer: "lyon", Chunks: "2", Rate: "0.1160 EUR/h + 1 unpriced", Today: "0.0000 EUR", Month: "0.0000 EUR",
+				Carbon: "2.0 g/h + 1 without carbon data",
+				DearOn: "sydney", Dear: "0.4000 EUR/h", DearCarbon: "1.2 g/h", DearSaving: dash,
+				StdOn: "paris", Std: "0.3000 EUR/h", StdCarbon: "6.0 g/h", StdSaving: dash}},
+		{"the Standard choice unpriced", api.PlacementExplanation{
+			Spend:      &api.ConsumerSpend{Chunks: two, CostPerHour: 0.232, CarbonPerHour: 4},
+			ChunkTypes: held(2, sydney, unpricedParis)},
+			&views.TotalsRow{Consumer: "lyon", Chunks: "2", Rate: "0.2320 EUR/h", Today: "0.0000 EUR", Month: "0.0000 EUR", Carbon: "4.0 g/h",
+				DearOn: "sydney", Dear: "0.4000 EUR/h", DearCarbon: "1.2 g/h", DearSaving: "0.1680 EUR/h",
+				StdOn: "paris", Std: "unpriced", StdCarbon: "6.0 g/h", StdSaving: dash}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := consoleTotals("lyon", c.ex, "EUR")
+			switch {
+			case c.want == nil && got != nil:
+				t.Fatalf("totals %+v, want none", *got)
+			case c.want != nil && got == nil:
+				t.Fatalf("no totals, want %+v", *c.want)
+			case c.want != nil && *got != *c.want:
+				t.Fatalf("totals\n got %+v\nwant %+v", *got, *c.want)
+			}
+			// The console shows the row it was given.
+			v := consumerStatusView(time.Now(), ConsumerStatus{ClusterID: "lyon", Explanation: &c.ex}, "", "EUR")
+			if (v.Totals == nil) != (c.want == nil) || (v.Totals != nil && *v.Totals != *c.want) {
+				t.Fatalf("the console's status view has totals %+v, want %+v", v.Totals, c.want)
+			}
+		})
 	}
 }

@@ -188,18 +188,40 @@
     if (first) { first.focus(); }
   }
 
+  // sendable copies what a submit of form by submitter sends (its fields,
+  // the submitter's name and value, where to) into a new hidden form, taken
+  // when the user sends it. The session check that comes first is a round
+  // trip, and a live update meanwhile may replace the form (a Release
+  // button's row is re-rendered with its table): a form no longer in the
+  // page cannot be sent, so the copy is. The pages' forms hold no files.
+  function sendable(form, submitter) {
+    var copy = document.createElement('form');
+    copy.method = 'post';
+    copy.action = submitter && submitter.hasAttribute('formaction') ? submitter.formAction : form.action;
+    copy.enctype = form.enctype;
+    copy.hidden = true;
+    var data = new FormData(form);
+    if (submitter && submitter.name) { data.append(submitter.name, submitter.value); }
+    data.forEach(function (value, name) {
+      if (typeof value !== 'string') { return; }
+      var i = document.createElement('input');
+      i.type = 'hidden';
+      i.name = name;
+      i.value = value;
+      copy.appendChild(i);
+    });
+    return copy;
+  }
+
   document.addEventListener('submit', function (ev) {
     var form = ev.target;
     if (!sessionPath || !loginPath || !form || (form.getAttribute('method') || '').toLowerCase() !== 'post') { return; }
-    if (form.getAttribute('data-session-checked') === 'true') {
-      form.removeAttribute('data-session-checked');
-      return;
-    }
     ev.preventDefault();
-    var submitter = ev.submitter || null;
+    var copy = sendable(form, ev.submitter || null);
     var go = function () {
-      form.setAttribute('data-session-checked', 'true');
-      if (form.requestSubmit) { form.requestSubmit(submitter); } else { form.submit(); }
+      // submit() fires no submit event: the copy is not checked again.
+      document.body.appendChild(copy);
+      copy.submit();
     };
     if (ended) { keep(form); location.assign(loginURL()); return; }
     sessionAlive().then(function (alive) {

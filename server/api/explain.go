@@ -32,6 +32,11 @@ type PlacementExplanation struct {
 	// listener lists them as candidates filtered "denied"/"notAllowed".
 	NotSharing  int32       `json:"notSharing,omitempty"`
 	GeneratedAt metav1.Time `json:"generatedAt"`
+	// Spend is what the consumer's borrowed chunks cost and emit now and
+	// what it spent today and this month, as the overview's spend of the
+	// consumer: only in the consumer's own answer (route 11), whose console
+	// shows it next to the alternatives (mostExpensive, standardChoice).
+	Spend *ConsumerSpend `json:"spend,omitempty"`
 }
 
 // ExplainMetric is the unit of a candidate's metric.

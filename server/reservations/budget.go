@@ -213,7 +213,10 @@ func (s *Service) capToBudgetLocked(cn string, v *api.NodeGroupListResponse, all
 	v.Budget = s.budgetStatusLocked(cn, c, now)
 }
 
-// spentLocked fills sp's spend today and this month from the book.
-func (s *Service) spentLocked(cn string, sp *api.ConsumerSpend, now time.Time) {
+// consumerSpendLocked is what consumer cn's borrowed chunks cost and emit
+// now, and what it spent today and this month (the book).
+func (s *Service) consumerSpendLocked(cn string, now time.Time) api.ConsumerSpend {
+	sp := s.idx.Spend(cn)
 	sp.SpentToday, sp.SpentThisMonth = s.book.SpentAt(cn, now, spend.DefaultMaxGap)
+	return sp
 }

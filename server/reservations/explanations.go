@@ -9,10 +9,18 @@ import (
 )
 
 // Explanation implements rest.Broker: why consumer cn grows where it does,
-// as cn may read it. It is computed on request (the consumer console asks
-// while someone watches it), never on the agents' periodic paths.
+// as cn may read it, with what its borrowed chunks cost and emit now and
+// what it spent (the overview's spend of cn), so that its console shows
+// the totals next to the alternatives they are compared with. It is
+// computed on request (the consumer console asks while someone watches
+// it), never on the agents' periodic paths.
 func (s *Service) Explanation(_ context.Context, cn string) (api.PlacementExplanation, error) {
-	return s.idx.Explain(cn, nil).ForConsumer(), nil
+	ex := s.idx.Explain(cn, nil).ForConsumer()
+	s.mu.Lock()
+	sp := s.consumerSpendLocked(cn, s.clock.Now())
+	s.mu.Unlock()
+	ex.Spend = &sp
+	return ex, nil
 }
 
 // explanationCache holds every consumer's explanation as computed at one

@@ -113,8 +113,7 @@ func (s *Service) overviewConsumersLocked(now time.Time) ([]api.OverviewConsumer
 			row.Placement = hb.Placement.Type
 			row.Weights = hb.Placement.Weights
 		}
-		spend := s.idx.Spend(id)
-		s.spentLocked(id, &spend, now)
+		spend := s.consumerSpendLocked(id, now)
 		row.Spend = &spend
 		row.Budget = s.budgetStatusLocked(id, c, now)
 		row.Reevaluations = slices.Clone(s.decisions[id])

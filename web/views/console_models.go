@@ -117,6 +117,9 @@ type ConsumerStatus struct {
 	Saved      string
 	// Budget is the spend budget panel (nil: the consumer has none).
 	Budget *BudgetPanel
+	// Totals is what the consumer's borrowed capacity costs and emits and
+	// what it spent, as the broker says (nil: the broker sent none).
+	Totals *TotalsRow
 }
 
 // BudgetPanel shows a consumer's budget: Summary ("budget 82 % used",

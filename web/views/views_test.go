@@ -197,6 +197,14 @@ func TestConsumerPageRenders(t *testing.T) {
 	if !strings.Contains(text(byTestID(doc, "nodes")), "Ready") {
 		t.Fatal("virtual node state missing")
 	}
+	if byTestID(doc, "no-totals") == nil {
+		t.Fatal("a console without totals does not say so")
+	}
+	v.Status.Totals = &TotalsRow{Consumer: "rome", Rate: "0.2320 EUR/h", Today: "1.1600 EUR"}
+	doc = render(t, ConsumerPage(Page{Heading: "Consumer console", CSRF: "tok", LoggedIn: true, WSPath: "/ws"}, v))
+	if got := text(byTestID(doc, "spend-rome")); got != "0.2320 EUR/h" {
+		t.Fatalf("the console's spend reads %q, want 0.2320 EUR/h", got)
+	}
 	// Broadcast fragments carry an empty CSRF value that live.js fills in.
 	frag := render(t, ConsumerReservations(v.Status, "", ""))
 	walk(frag, func(n *html.Node) {

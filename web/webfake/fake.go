@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/placement"
 	"github.com/federation-autoscaler/federation-autoscaler/web"
 )
 
@@ -228,7 +229,7 @@ func (f *Federation) Overview(ctx context.Context) (api.Overview, error) {
 	ov.Consumers = []api.OverviewConsumer{{
 		ClusterID: c.id, LiqoClusterID: "liqo-" + c.id, Placement: c.placement.Type, AppliedPlacement: c.placement.Type,
 		Weights: c.placement.Weights, Region: c.region, City: c.city, ChosenProvider: c.chosen, MeasuredRTT: &rtt,
-		LastSeen: metav1.NewTime(c.lastHB), MeasuredLatencies: c.rtts,
+		LastSeen: metav1.NewTime(c.lastHB), MeasuredLatencies: c.rtts, Spend: f.spendLocked(),
 	}}
 	for _, r := range f.reservations {
 		ov.Reservations = append(ov.Reservations, r.OverviewReservation)
@@ -237,6 +238,27 @@ func (f *Federation) Overview(ctx context.Context) (api.Overview, error) {
 		}
 	}
 	return ov, nil
+}
+
+// spendLocked is what the consumer's live chunks cost and emit per hour at
+// the fake's prices (a standard chunk draws the broker's default power);
+// the fake keeps no spend book, so nothing was spent today or this month.
+func (f *Federation) spendLocked() *api.ConsumerSpend {
+	sp := &api.ConsumerSpend{}
+	for _, r := range f.reservations {
+		p := f.provider(r.ProviderClusterID)
+		if r.Status.Terminal() || p == nil {
+			continue
+		}
+		if sp.Chunks == nil {
+			sp.Chunks = map[api.ChunkType]int32{}
+		}
+		n := float64(r.ChunkCount)
+		sp.Chunks[api.ChunkStandard] += r.ChunkCount
+		sp.CostPerHour += n * costPerChunk(p)
+		sp.CarbonPerHour += n * placement.DefaultStandardChunkWatts / 1000 * p.carbon
+	}
+	return sp
 }
 
 // instructionFor returns the instruction a live, not yet peered reservation
@@ -408,9 +430,11 @@ func (b *providerBackend) Status(ctx context.Context) (web.ProviderStatus, error
 	}
 	for _, r := range b.f.reservations {
 		if r.ProviderClusterID == p.id && !r.Status.Terminal() {
+			// Priced as the fake's overview prices the provider's chunks.
+			cost := float64(r.ChunkCount) * costPerChunk(p)
 			st.Loans = append(st.Loans, web.Loan{
 				ReservationID: r.ReservationID, ConsumerClusterID: r.ConsumerClusterID, ChunkType: r.ChunkType,
-				ChunkCount: r.ChunkCount, Phase: r.Status, Since: r.CreatedAt.Time,
+				ChunkCount: r.ChunkCount, Phase: r.Status, Since: r.CreatedAt.Time, CostPerHour: &cost,
 			})
 		}
 	}
