@@ -48,6 +48,7 @@ import (
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/choice"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/console"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consumer"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/location"
 	"github.com/federation-autoscaler/federation-autoscaler/agent/probe"
@@ -167,6 +168,10 @@ type Options struct {
 	// off (a migration budget of 0), for tests that reserve by hand on a
 	// chosen provider and look at it there.
 	NoMigration bool
+	// NoConsolidation turns the consumer agents' consolidation of
+	// autoscaled capacity off (a move budget of 0), for runs that measure
+	// where scale-ups land (the experiments).
+	NoConsolidation bool
 	// AdvertiseInterval is the providers' advertisement period (default
 	// 10 s; also sent at once on every change).
 	AdvertiseInterval time.Duration
@@ -714,7 +719,17 @@ func (f *Federation) agentDeps(o Options, w *world, b *pki.Bundle, c *cluster.Cl
 	if !o.NoConsoles {
 		d.Console = agentcmd.ConsoleDeps{Token: w.token, Refresh: 2 * time.Second, Places: geo.Places()}
 	}
+	d.Consolidation.Budget = consolidationBudget(o)
 	return d
+}
+
+// consolidationBudget is the consumer agents' default move budget for o:
+// the agent's default (the zero Budget), or none with NoConsolidation.
+func consolidationBudget(o Options) consolidate.Budget {
+	if o.NoConsolidation {
+		return consolidate.Budget{Max: 0, Window: consolidate.DefaultMoveWindow}
+	}
+	return consolidate.Budget{}
 }
 
 // assemble builds an agent with o.Assemble; a port in use gets the demo's

@@ -9,7 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	fav1alpha1 "github.com/federation-autoscaler/federation-autoscaler/agent/apis/v1alpha1"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
 	"github.com/federation-autoscaler/federation-autoscaler/mocks/demo/workload"
+	"github.com/federation-autoscaler/federation-autoscaler/server/reservations"
 )
 
 // TestConsumerSettingsRoundTrip: what the consumer console changed comes
@@ -47,5 +49,23 @@ func TestConsumerSettingsRoundTrip(t *testing.T) {
 		if _, _, err := loadConsumerSettings(path); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "delete the file") {
 			t.Errorf("%q: error %v, want one naming %s and what to do", bad, err, path)
 		}
+	}
+}
+
+// TestLifecycleMovesOff: NoMigration and NoConsolidation give the broker
+// and the consumer agents a move budget of 0; without them, their defaults.
+func TestLifecycleMovesOff(t *testing.T) {
+	if got := migrationBudget(Options{NoMigration: true}); got != 0 {
+		t.Errorf("NoMigration: migration budget %d, want 0", got)
+	}
+	if got := migrationBudget(Options{}); got != reservations.DefaultMigrationBudget {
+		t.Errorf("default migration budget %d, want the broker's %d", got, reservations.DefaultMigrationBudget)
+	}
+	off := consolidationBudget(Options{NoConsolidation: true})
+	if off.Max != 0 || off.Window <= 0 {
+		t.Errorf("NoConsolidation: budget %+v, want 0 moves per a positive window (a zero window means the default)", off)
+	}
+	if def := consolidationBudget(Options{}); def != (consolidate.Budget{}) {
+		t.Errorf("default consolidation budget %+v, want the zero Budget (the agent's default)", def)
 	}
 }

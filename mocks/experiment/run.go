@@ -176,6 +176,10 @@ func (r *runner) start(ctx context.Context, dir string) error {
 	r.opts.Progress(fmt.Sprintf("starting the federation: %d providers, %d consumers (the demo's wiring)", len(provs), len(cons)))
 	fed, err := demo.Start(ctx, demo.Options{
 		DataDir: dir, Providers: provs, Consumers: cons, Scenario: sc, NoConsoles: true,
+		// A phase measures where scale-ups land: no lifecycle move (a
+		// migration or a consolidation) re-places capacity during a phase
+		// or holds it across the drain between phases.
+		NoMigration: true, NoConsolidation: true,
 		Carbon:       func(p demo.ProviderSpec) agentcmd.CarbonSource { return carbonSource{r, r.provIdx[p.ID]} },
 		ProbeNetwork: probeNet, RandomSeed: r.cfg.Seed, PeeringDelay: cd.PeeringDelay.Duration, ScanInterval: cd.Scan.Duration,
 		ScaleDownUnneededTime: cd.ScaleDownUnneeded.Duration, AdvertiseInterval: cd.Advertisement.Duration,
