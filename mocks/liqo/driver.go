@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/retry"
@@ -35,6 +37,12 @@ type DriverOptions struct {
 	// Logger receives one line per operation.
 	Logger *slog.Logger
 }
+
+// UnpeerSettle bounds how long Unpeer waits for the provider's VirtualNodes
+// to be gone before it deletes the ForeignCluster (liqoctl unpeer waits
+// for the teardown too); past it, the ForeignCluster is kept and Unpeer
+// answers the retryable error of liqo.DeleteForeignClusters.
+const UnpeerSettle = 30 * time.Second
 
 // Driver is the simulated liqo.Driver. It needs a client with the Liqo
 // kinds and core/v1 in its scheme (see AddToScheme).
@@ -188,6 +196,28 @@ func (d *Driver) Unpeer(ctx context.Context, providerLiqoClusterID, _ string) er
 		if err := d.c.Delete(ctx, &nodes.Items[i]); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("deleting virtual node %s: %w", nodes.Items[i].Name, err)
 		}
+	}
+	// As liqoctl unpeer does, wait for the tenant's teardown to take effect
+	// (the simulated Liqo's controllers finish the deletions, a slice's
+	// reconcile in flight may write its VirtualNode once more) before the
+	// ForeignCluster goes: it is kept while VirtualNodes of it remain.
+	var left int
+	settled := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, UnpeerSettle, true, func(ctx context.Context) (bool, error) {
+		// A failed list or delete is retried until the deadline.
+		var vns offloadingv1beta1.VirtualNodeList
+		if d.c.List(ctx, &vns, client.InNamespace(tenant)) != nil {
+			return false, nil
+		}
+		for i := range vns.Items {
+			if vns.Items[i].DeletionTimestamp == nil {
+				_ = d.c.Delete(ctx, &vns.Items[i])
+			}
+		}
+		left = len(vns.Items)
+		return left == 0, nil
+	})
+	if settled != nil {
+		d.log.WarnContext(ctx, "Unpeer (simulated): VirtualNodes of the provider remain", "providerLiqoClusterID", providerLiqoClusterID, "left", left, "waited", UnpeerSettle)
 	}
 	if err := liqo.DeleteForeignClusters(ctx, d.c, providerLiqoClusterID); err != nil {
 		return err
