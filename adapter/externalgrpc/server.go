@@ -559,6 +559,9 @@ func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *protos.NodeGroup
 	seen := map[string]bool{}
 	for _, n := range req.GetNodes() {
 		in := st.resolve(n.GetProviderID(), n.GetName())
+		if in == nil {
+			in = unlisted(g, n)
+		}
 		switch {
 		case in == nil:
 			return nil, status.Errorf(codes.InvalidArgument, "NodeGroupDeleteNodes %s: node %q (providerID %q) is not a federation virtual node; nothing deleted", g.id, n.GetName(), n.GetProviderID())
@@ -574,6 +577,22 @@ func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *protos.NodeGroup
 		return nil, err
 	}
 	return &protos.NodeGroupDeleteNodesResponse{}, nil
+}
+
+// unlisted stands for a node of g's provider that the agent no longer (or
+// not yet) lists: CA read the group before the reservation behind the node
+// ended or failed over, and now removes the node. Its providerID (or its
+// name, which CA may use as the id) names the reservation, so that is what
+// is released: a reservation that already ended answers 404, which counts
+// as released; one that is live but not listed yet is really released, so
+// nothing leaks. Any other node is not ours to delete (nil).
+func unlisted(g *group, n *protos.ExternalGrpcNode) *instance {
+	for _, id := range []string{n.GetProviderID(), n.GetName()} {
+		if provider, res, ok := api.ParseProviderID(id); ok && provider == g.provider {
+			return &instance{reservationID: res, providerID: id, group: g}
+		}
+	}
+	return nil
 }
 
 // NodeGroupDecreaseTargetSize drops |delta| reservations whose node never

@@ -410,6 +410,7 @@ func TestDeleteNodes(t *testing.T) {
 	}{
 		{"node of another group", g1, []*protos.ExternalGrpcNode{node(i1[0]), node(i2[0])}, codes.InvalidArgument, "belongs to node group ng-p2-gpu"},
 		{"foreign node", g1, []*protos.ExternalGrpcNode{{Name: "cp-1"}}, codes.InvalidArgument, "not a federation virtual node"},
+		{"unlisted node of another provider", g1, []*protos.ExternalGrpcNode{{ProviderID: "liqo://p2/res-gone", Name: "liqo-p2-res-gone"}}, codes.InvalidArgument, "not a federation virtual node"},
 		{"no nodes", g1, nil, codes.InvalidArgument, "no nodes"},
 		{"unknown group", "ng-x-standard", []*protos.ExternalGrpcNode{node(i1[0])}, codes.NotFound, "not found"},
 	}
@@ -451,6 +452,17 @@ func TestDeleteNodes(t *testing.T) {
 	}
 	if got := h.target(t, g1); got != 0 {
 		t.Fatalf("target = %d, want 0", got)
+	}
+	// A node of the group's provider that the agent does not list (its
+	// reservation ended or failed over after CA's last read) is released by
+	// the reservation its providerID names; an ended one's 404 is a release.
+	releases := fake.Calls(localapitest.RouteRelease)
+	unlistedNode := &protos.ExternalGrpcNode{ProviderID: "liqo://p1/res-failed-over", Name: "liqo-p1-res-failed-over"}
+	if _, err := h.cl.NodeGroupDeleteNodes(ctx(t), &protos.NodeGroupDeleteNodesRequest{Id: g1, Nodes: []*protos.ExternalGrpcNode{unlistedNode}}); err != nil {
+		t.Fatalf("DeleteNodes of a node the agent no longer lists: %v", err)
+	}
+	if n := fake.Calls(localapitest.RouteRelease); n != releases+1 {
+		t.Fatalf("%d releases after deleting an unlisted node, want %d", n, releases+1)
 	}
 	// A failing release is an error.
 	fake.Fail(localapitest.RouteRelease, localapitest.Fault{Status: 503, Code: api.CodeServiceUnavailable, Message: "broker down"})

@@ -57,7 +57,7 @@ func (d *driver) providerConsole(id string) func(path string, form url.Values) {
 	d.t.Helper()
 	p := d.fed.Provider(id)
 	jar, _ := cookiejar.New(nil)
-	c := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	c := &http.Client{Jar: jar, Timeout: driverTimeout}
 	resp, err := c.PostForm(p.ConsoleURL+"/login", url.Values{"token": {d.fed.ConsoleToken}})
 	if err != nil {
 		d.t.Fatal(err)

@@ -51,10 +51,16 @@ type driver struct {
 	consumer kubernetes.Interface
 }
 
+// driverTimeout bounds one request of the test driver to a console: a
+// bound on a stuck request, not a speed check (the conditions the tests
+// poll for have their own deadlines). A console page reads its agent and
+// the broker several times, and took more than 10 s under -race at load 12.
+const driverTimeout = time.Minute
+
 func newDriver(t testing.TB, fed *demo.Federation) *driver {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	d := &driver{t: t, fed: fed, http: &http.Client{Jar: jar, Timeout: 10 * time.Second}}
+	d := &driver{t: t, fed: fed, http: &http.Client{Jar: jar, Timeout: driverTimeout}}
 	kube, err := kubernetes.NewForConfig(fed.Consumer.Cluster.RESTConfig())
 	if err != nil {
 		t.Fatal(err)

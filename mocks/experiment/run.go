@@ -250,11 +250,14 @@ func (r *runner) overview(ctx context.Context) (*api.Overview, error) {
 	return &ov, nil
 }
 
-// until polls the overview until done says so, or fails after timeout
-// naming what it waited for and what it saw last.
+// until polls the overview until done says so. It fails once timeout has
+// passed with no progress — what done saw has not changed — or after
+// stallCap × timeout in all, naming what it waited for and what it saw
+// last: a loaded machine that drains slowly but steadily is not stuck.
 func (r *runner) until(ctx context.Context, timeout time.Duration, what string, done func(*api.Overview) (bool, string)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, stallCap*timeout)
 	defer cancel()
+	w := newStallWatch(time.Now(), timeout)
 	var last string
 	for {
 		if ov, err := r.overview(ctx); err == nil {
@@ -263,17 +266,53 @@ func (r *runner) until(ctx context.Context, timeout time.Duration, what string, 
 				return nil
 			}
 			last = seen
+			w.saw(time.Now(), seen)
 		} else {
 			last = err.Error()
 		}
+		if w.stalled(time.Now()) {
+			return fmt.Errorf("waited %s with no progress for %s; last seen: %s", timeout, what, last)
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waited %s for %s; last seen: %s", timeout, what, last)
+			if ctx.Err() == context.DeadlineExceeded {
+				return fmt.Errorf("waited %s in all for %s; last seen: %s", stallCap*timeout, what, last)
+			}
+			return ctx.Err()
 		case <-r.fed.Done():
 			return fmt.Errorf("the federation stopped while waiting for %s", what)
 		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// stallCap bounds a wait that keeps making progress, in multiples of its
+// no-progress timeout.
+const stallCap = 4
+
+// stallWatch tells a wait that is stuck from one that is slow: it is
+// stalled once timeout has passed since what was seen last changed.
+type stallWatch struct {
+	timeout time.Duration
+	seen    string
+	since   time.Time
+	any     bool
+}
+
+func newStallWatch(now time.Time, timeout time.Duration) *stallWatch {
+	return &stallWatch{timeout: timeout, since: now}
+}
+
+// saw records what the wait saw at now; a change is progress.
+func (w *stallWatch) saw(now time.Time, seen string) {
+	if !w.any || seen != w.seen {
+		w.seen, w.since, w.any = seen, now, true
+	}
+}
+
+// stalled reports whether timeout has passed since the last progress.
+func (w *stallWatch) stalled(now time.Time) bool {
+	return now.Sub(w.since) >= w.timeout
 }
 
 func (r *runner) waitReady(ctx context.Context) error {

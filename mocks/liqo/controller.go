@@ -140,7 +140,11 @@ func NewController(cfg *rest.Config, opts ControllerOptions) (*Controller, error
 		Watches(&offloadingv1beta1.VirtualNode{}, handler.EnqueueRequestsFromMapFunc(sameKey)).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(sliceOfNode)).
 		Watches(&liqocorev1beta1.ForeignCluster{}, handler.EnqueueRequestsFromMapFunc(r.slicesOfProvider)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4, SkipNameValidation: ptr.To(true)}).
+		// The classic rate-limited queue, not controller-runtime v0.23's
+		// priority queue (its default): that one can deadlock on shutdown
+		// (kubernetes-sigs/controller-runtime#3538, fixed in v0.25), and a
+		// Stop must never hang on it (TestStopWhileReconciling).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4, SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)}).
 		Complete(r)
 	if err != nil {
 		return nil, fmt.Errorf("liqo sim: building the controller: %w", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 
@@ -57,7 +59,7 @@ func runController(t *testing.T, env *testcluster.Env) (stop func()) {
 				t.Errorf("controller Run: %v", err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Errorf("controller did not stop within 30s")
+			t.Errorf("controller did not stop within 30s; goroutines:\n%s", goroutines())
 		}
 	}
 	t.Cleanup(stop)
@@ -354,3 +356,45 @@ func TestSimulationConvergesAfterRestart(t *testing.T) {
 }
 
 func objMeta(ns, name string) metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: name} }
+
+// goroutines is every goroutine's stack, for a stop that came late.
+func goroutines() string {
+	buf := make([]byte, 1<<20)
+	return string(buf[:runtime.Stack(buf, true)])
+}
+
+// TestStopWhileReconciling stops the simulation again and again while its
+// workers are busy with a burst of slices: a stop must return at once
+// (controller-runtime v0.23's priority queue could deadlock here, #3538).
+func TestStopWhileReconciling(t *testing.T) {
+	env := testcluster.Start(t)
+	ctx := context.Background()
+	c := env.Client
+	d := liqosim.NewDriver(c, liqosim.DriverOptions{})
+	tenant := liqo.TenantNamespace(providerID)
+	peer(t, env, d, providerID)
+	const rounds, slices = 4, 12
+	for r := range rounds {
+		stop := runController(t, env)
+		for i := range slices {
+			name := "rs-stop-" + strconv.Itoa(r) + "-" + strconv.Itoa(i)
+			if err := c.Create(ctx, liqo.NewResourceSlice(name, tenant, consumerID, providerID, chunk)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Some of the burst is being reconciled: stop in the middle of it.
+		eventually(t, fmt.Sprintf("round %d: a virtual node of the burst", r), func(ctx context.Context) (bool, string) {
+			var vns offloadingv1beta1.VirtualNodeList
+			if err := c.List(ctx, &vns, client.InNamespace(tenant)); err != nil {
+				return false, err.Error()
+			}
+			return len(vns.Items) > r*slices, fmt.Sprintf("%d VirtualNodes", len(vns.Items))
+		})
+		began := time.Now()
+		stop()
+		if t.Failed() {
+			return
+		}
+		t.Logf("round %d: stopped in %v", r, time.Since(began).Round(time.Millisecond))
+	}
+}
