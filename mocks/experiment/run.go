@@ -99,11 +99,41 @@ func Run(ctx context.Context, cfg *Config, o Options) (*Records, error) {
 	}
 	defer func() { _ = r.fed.Stop() }()
 	for i, p := range cfg.Phases {
-		if err := r.phase(ctx, i, p); err != nil {
+		if err := r.between(ctx, i, p); err != nil {
+			return r.rec, err
+		}
+		if err := r.phase(ctx, p); err != nil {
 			return r.rec, fmt.Errorf("phase %s (%s): %w", p.Name, p.Policy, err)
 		}
 	}
+	// No drain after the last phase: its records are complete once its
+	// iterations end, and Stop ends every reservation with the federation.
 	return r.rec, nil
+}
+
+// between readies phase i: the previous phase's capacity drained (reserve
+// mode) while phase i's policy is written and applied. The two overlap: a
+// policy change neither grows nor holds capacity (masked groups keep their
+// reservations listed, so the CA stand-ins scale them down as before), and
+// phase i starts only once both are done.
+func (r *runner) between(ctx context.Context, i int, p Phase) error {
+	r.opts.Progress(fmt.Sprintf("phase %d/%d %s: %s", i+1, len(r.cfg.Phases), p.Name, p.Policy))
+	var drainErr error
+	var wg sync.WaitGroup
+	if i > 0 && r.cfg.Mode == ModeReserve {
+		prev := r.cfg.Phases[i-1]
+		wg.Go(func() {
+			if err := r.drain(ctx); err != nil {
+				drainErr = fmt.Errorf("phase %s (%s): %w", prev.Name, prev.Policy, err)
+			}
+		})
+	}
+	policyErr := r.setPolicy(ctx, p)
+	wg.Wait()
+	if policyErr != nil {
+		policyErr = fmt.Errorf("phase %s (%s): %w", p.Name, p.Policy, policyErr)
+	}
+	return errors.Join(drainErr, policyErr)
 }
 
 // sites places the providers and consumers: the configured regions in
@@ -389,13 +419,10 @@ func (r *runner) drain(ctx context.Context) error {
 	})
 }
 
-// phase runs one phase: the policy, the generators restarted, the
-// iterations at their fixed relative instants, the samplers, the drain.
-func (r *runner) phase(ctx context.Context, i int, p Phase) error {
-	r.opts.Progress(fmt.Sprintf("phase %d/%d %s: %s", i+1, len(r.cfg.Phases), p.Name, p.Policy))
-	if err := r.setPolicy(ctx, p); err != nil {
-		return err
-	}
+// phase runs one phase (its policy applied by between): the generators
+// restarted, the iterations at their fixed relative instants, the
+// samplers.
+func (r *runner) phase(ctx context.Context, p Phase) error {
 	start := time.Now()
 	r.cond.Restart(start)
 	pctx, cancel := context.WithCancel(ctx)
@@ -410,13 +437,7 @@ func (r *runner) phase(ctx context.Context, i int, p Phase) error {
 	err := r.iterations(ctx, p, start, seen)
 	cancel()
 	wg.Wait()
-	if err != nil {
-		return err
-	}
-	if r.cfg.Mode == ModeReserve {
-		return r.drain(ctx)
-	}
-	return nil
+	return err
 }
 
 // wait sleeps until t (a scheduled instant of the phase).
