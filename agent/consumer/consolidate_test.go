@@ -20,14 +20,23 @@ import (
 // heartbeat's answer makes the agent place a placeholder for the pod on its
 // autoscaled node of the worse group; once it is bound to a Ready node of
 // the better group, the local API serves the drain/keep roles the adapter
-// answers NodeGroupGetOptions from. Under the ConsumerPolicy's budget of 0
-// moves nothing is placed.
+// answers NodeGroupGetOptions from, and the next heartbeat reports the
+// consolidation under way (the broker charges it to the one budget). The
+// ConsumerPolicy's budget is the broker's to enforce (it hands out only the
+// moves it has room for): the agent starts the move it is handed even under
+// the deprecated alias maxMovesPerWindow 0. Under the agent's local cap of
+// 0 (--consolidation-max-moves 0) nothing is placed.
 func TestHeartbeatMovesDriveConsolidation(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		budget *int32
-		want   int
-	}{{"the agent's default budget", nil, 1}, {"the policy allows no move", new(int32(0)), 0}} {
+		name     string
+		budget   *int32
+		localCap int
+		want     int
+	}{
+		{"the agent's default local cap", nil, 1, 1},
+		{"the policy's budget is the broker's to enforce", new(int32(0)), 1, 1},
+		{"the local cap allows no move", nil, 0, 0},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vns := func(res, group, node string) *fav1alpha1.VirtualNodeState {
 				v := &fav1alpha1.VirtualNodeState{ObjectMeta: metav1.ObjectMeta{Name: "vns-" + res, Namespace: "fa"},
@@ -44,6 +53,7 @@ func TestHeartbeatMovesDriveConsolidation(t *testing.T) {
 				}},
 			}
 			a := newTestAgent(t, b, pol, vns("res-1", "ng-dear-standard", "vn-dear"), vns("res-2", "ng-cheap-standard", "vn-cheap"))
+			a.cfg.Consolidation.Budget = consolidate.Budget{Max: tc.localCap, Window: consolidate.DefaultMoveWindow}
 			ctx := context.Background()
 			for _, n := range []string{"vn-dear", "vn-cheap"} {
 				node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
@@ -66,6 +76,12 @@ func TestHeartbeatMovesDriveConsolidation(t *testing.T) {
 				t.Fatalf("placeholders %d, want %d", len(ph.Items), tc.want)
 			}
 			if tc.want == 0 {
+				a.heartbeat(ctx, true, &resync)
+				b.mu.Lock()
+				defer b.mu.Unlock()
+				if len(b.last.Consolidations) != 0 {
+					t.Fatalf("no move started, yet the heartbeat reports %+v", b.last.Consolidations)
+				}
 				return
 			}
 			p := ph.Items[0]
@@ -74,6 +90,12 @@ func TestHeartbeatMovesDriveConsolidation(t *testing.T) {
 				t.Fatal(err)
 			}
 			a.heartbeat(ctx, true, &resync)
+			b.mu.Lock()
+			reported := b.last.Consolidations
+			b.mu.Unlock()
+			if len(reported) != 1 || reported[0].NodeGroupID != "ng-dear-standard" || reported[0].TargetNodeGroupID != "ng-cheap-standard" || reported[0].StartedAt.IsZero() {
+				t.Fatalf("the heartbeat after the start reports %+v, want the consolidation ng-dear-standard → ng-cheap-standard", reported)
+			}
 			rec := do(t, a.LocalAPI(), http.MethodGet, "/local/nodegroups", "", nil)
 			var view api.NodeGroupListResponse
 			if err := json.Unmarshal(rec.Body.Bytes(), &view); err != nil {

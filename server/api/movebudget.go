@@ -94,8 +94,9 @@ type MoveBudgetStatus struct {
 	Held           int32 `json:"held"`
 	// Source says where Limit and WindowSeconds come from: "broker"
 	// (--migration-budget, --migration-window), "migrations"
-	// (lifecycle.migrations), "maxMovesPerWindow" (the deprecated alias),
-	// or a mix, e.g. "migrations+broker".
+	// (lifecycle.migrations), "maxMovesPerWindow" / "moveWindowSeconds"
+	// (the deprecated aliases); when they differ, Limit's source then
+	// WindowSeconds', joined by "+", e.g. "migrations+broker".
 	Source string `json:"source"`
 	// NextAt is when the oldest counted move leaves the window (absent when
 	// none is counted).
