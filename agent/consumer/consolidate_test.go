@@ -108,3 +108,47 @@ func TestHeartbeatMovesDriveConsolidation(t *testing.T) {
 		})
 	}
 }
+
+// oldBroker refuses heartbeats with consolidations as a broker older than
+// the field does (it decodes strictly).
+type oldBroker struct {
+	*stubBroker
+	refused int
+}
+
+func (b *oldBroker) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	if req.Consolidations != nil {
+		b.refused++
+		return api.HeartbeatResponse{}, api.Errorf(api.CodeInvalidRequest, "decode body: json: unknown field \"consolidations\"")
+	}
+	return b.stubBroker.Heartbeat(ctx, req)
+}
+
+// TestHeartbeatWithoutConsolidationsForAnOldBroker: a broker that refuses
+// the consolidations field gets the heartbeat again without it (the
+// leases are renewed); other refusals are not retried.
+func TestHeartbeatWithoutConsolidationsForAnOldBroker(t *testing.T) {
+	cons := []api.Consolidation{{NodeGroupID: "ng-dear-standard", StartedAt: metav1.Now()}}
+	for _, tc := range []struct {
+		name        string
+		req         api.HeartbeatRequest
+		wantErr     bool
+		wantRefused int
+		wantBeats   int
+	}{
+		{"with consolidations: sent again without", api.HeartbeatRequest{ClusterID: "consumer-1", Consolidations: cons}, false, 1, 1},
+		{"without: sent once", api.HeartbeatRequest{ClusterID: "consumer-1"}, false, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &oldBroker{stubBroker: &stubBroker{}}
+			a := newTestAgent(t, b)
+			_, err := a.sendHeartbeat(context.Background(), tc.req)
+			if (err != nil) != tc.wantErr || b.refused != tc.wantRefused || b.heartbeats != tc.wantBeats {
+				t.Fatalf("err %v, refused %d, accepted %d; want error %v, refused %d, accepted %d", err, b.refused, b.heartbeats, tc.wantErr, tc.wantRefused, tc.wantBeats)
+			}
+			if b.last.Consolidations != nil {
+				t.Fatalf("the accepted heartbeat carries %+v", b.last.Consolidations)
+			}
+		})
+	}
+}

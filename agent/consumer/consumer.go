@@ -14,6 +14,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -412,7 +413,7 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 	if same && !force {
 		return
 	}
-	resp, err := a.cfg.Broker.Heartbeat(ctx, req)
+	resp, err := a.sendHeartbeat(ctx, req)
 	if err != nil {
 		if ctx.Err() == nil {
 			a.beatStreak.Failed(ctx, err)
@@ -450,6 +451,20 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 		}
 	}
 	a.consolidate(ctx, resp.Moves)
+}
+
+// sendHeartbeat sends req. A broker that refuses its consolidations (one
+// older than the field: it decodes strictly) gets it again without them,
+// so the leases are renewed whatever the broker's version; the
+// consolidations are then not counted in the consumer's budget.
+func (a *Agent) sendHeartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	resp, err := a.cfg.Broker.Heartbeat(ctx, req)
+	if err == nil || len(req.Consolidations) == 0 || !api.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), "consolidations") {
+		return resp, err
+	}
+	a.log.Warn("The broker refused the heartbeat's consolidations; sent again without them, so they are not counted in the consumer's disruption budget: upgrade the broker (brokers first, then agents)", "err", err)
+	req.Consolidations = nil
+	return a.cfg.Broker.Heartbeat(ctx, req)
 }
 
 func equalHeartbeat(a, b api.HeartbeatRequest) bool {
