@@ -138,7 +138,6 @@ func (s *Service) budgetUsed(t *txn, c *consumer, window time.Duration) budgetUs
 // decision the budget has room for is handed out with a slot held until
 // the next heartbeat. It reports the moves and whether the ledger changed.
 func (s *Service) settleHeartbeatLocked(t *txn, c *consumer) ([]api.Reevaluation, bool) {
-	cn := c.rec.Heartbeat.ClusterID
 	limit, window, _ := s.budgetOf(c)
 	before := c.rec.Moves
 	l := &store.MoveLedger{}
@@ -148,39 +147,9 @@ func (s *Service) settleHeartbeatLocked(t *txn, c *consumer) ([]api.Reevaluation
 		l.Consolidations = slices.Clone(before.Consolidations)
 	}
 	l.Held = nil // released (or converted below)
-	running := c.rec.Heartbeat.Consolidations
-	for _, r := range running {
-		if !slices.ContainsFunc(l.Consolidations, func(ch store.ConsolidationCharge) bool { return sameConsolidation(ch, r) }) {
-			l.Consolidations = append(l.Consolidations, store.ConsolidationCharge{NodeGroupID: r.NodeGroupID, StartedAt: r.StartedAt.Time, At: t.now})
-			s.log.Info("Consolidation counted against the disruption budget", "consumer", cn, "nodeGroup", r.NodeGroupID, "target", r.TargetNodeGroupID, "startedAt", r.StartedAt.Time)
-		}
-	}
-	l = pruneLedger(l, t.now, window, running)
-	busy := map[string]bool{}
-	for _, r := range running {
-		busy[r.NodeGroupID], busy[r.TargetNodeGroupID] = true, true
-	}
-	use := countBudget(l, t.now, window)
-	var moves []api.Reevaluation
-	for _, d := range s.decisions[cn] {
-		if d.Decision != api.DecisionMove || d.Target == "" || limit <= 0 {
-			continue
-		}
-		if busy[d.NodeGroupID] || busy[api.NodeGroupID(d.Target, d.ChunkType)] || !s.holdsAutoscaled(cn, d) {
-			continue // the agent would not start it: nothing to hold
-		}
-		if s.noHolds {
-			if use.used() < limit {
-				moves = append(moves, d)
-			}
-			continue
-		}
-		if use.used()+len(l.Held) >= limit {
-			continue
-		}
-		l.Held = append(l.Held, d.NodeGroupID)
-		moves = append(moves, d)
-	}
+	s.chargeReported(t, c, l)
+	l = pruneLedger(l, t.now, window, c.rec.Heartbeat.Consolidations)
+	moves := s.handOut(c, l, limit, countBudget(l, t.now, window))
 	if before == nil && len(l.Starts) == 0 && len(l.Consolidations) == 0 && len(l.Held) == 0 {
 		return moves, false // nothing to keep: no ledger
 	}
@@ -189,6 +158,50 @@ func (s *Service) settleHeartbeatLocked(t *txn, c *consumer) ([]api.Reevaluation
 		c.rec.Moves = l
 	}
 	return moves, changed
+}
+
+// chargeReported adds to ledger l the consolidations heartbeat c reports
+// that l has not charged yet, at t.now.
+func (s *Service) chargeReported(t *txn, c *consumer, l *store.MoveLedger) {
+	for _, r := range c.rec.Heartbeat.Consolidations {
+		if slices.ContainsFunc(l.Consolidations, func(ch store.ConsolidationCharge) bool { return sameConsolidation(ch, r) }) {
+			continue
+		}
+		l.Consolidations = append(l.Consolidations, store.ConsolidationCharge{NodeGroupID: r.NodeGroupID, StartedAt: r.StartedAt.Time, At: t.now})
+		s.log.Info("Consolidation counted against the disruption budget", "consumer", c.rec.Heartbeat.ClusterID, "nodeGroup", r.NodeGroupID, "target", r.TargetNodeGroupID, "startedAt", r.StartedAt.Time)
+	}
+}
+
+// handOut returns consumer c's "move" decisions the agent may start, as
+// far as the budget (limit, use counted without holds) has room, holding a
+// slot in l.Held for each: those of groups holding an autoscaled
+// reservation, neither group in a reported consolidation.
+func (s *Service) handOut(c *consumer, l *store.MoveLedger, limit int, use budgetUse) []api.Reevaluation {
+	if limit <= 0 {
+		return nil
+	}
+	cn := c.rec.Heartbeat.ClusterID
+	busy := map[string]bool{}
+	for _, r := range c.rec.Heartbeat.Consolidations {
+		busy[r.NodeGroupID], busy[r.TargetNodeGroupID] = true, true
+	}
+	var moves []api.Reevaluation
+	for _, d := range s.decisions[cn] {
+		if d.Decision != api.DecisionMove || d.Target == "" {
+			continue
+		}
+		if busy[d.NodeGroupID] || busy[api.NodeGroupID(d.Target, d.ChunkType)] || !s.holdsAutoscaled(cn, d) {
+			continue // the agent would not start it: nothing to hold
+		}
+		switch {
+		case s.noHolds && use.used() < limit:
+			moves = append(moves, d)
+		case !s.noHolds && use.used()+len(l.Held) < limit:
+			l.Held = append(l.Held, d.NodeGroupID)
+			moves = append(moves, d)
+		}
+	}
+	return moves
 }
 
 // ledgerEqual compares two ledgers (times with Equal).
