@@ -25,7 +25,10 @@
 // A move that cannot place in time is abandoned (its placeholders deleted;
 // CA shrinks what grew for it); a surge not available in time is scaled
 // back and the move drains; one that cannot drain in time ends and its
-// roles and taints go. A disruption budget bounds how many moves start per window.
+// roles and taints go. The broker hands out only the moves the consumer's
+// one disruption budget has room for (Started reports the moves under way
+// in every heartbeat, so the broker counts them); Budget caps them locally
+// on top.
 package consolidate
 
 import (
@@ -82,25 +85,13 @@ const (
 	DefaultMoveWindow          = 10 * time.Minute
 )
 
-// Budget is the disruption budget of moves: at most Max start per Window.
+// Budget is the agent's local cap on moves: at most Max start per Window
+// (--consolidation-max-moves per --consolidation-window), on top of the
+// consumer's one disruption budget, which the broker enforces by handing
+// out only the moves it has room for (docs/placement.md).
 type Budget struct {
 	Max    int
 	Window time.Duration
-}
-
-// With returns b with the consumer's own lifecycle settings applied (nil
-// fields keep b's).
-func (b Budget) With(l *api.Lifecycle) Budget {
-	if l == nil {
-		return b
-	}
-	if l.MaxMovesPerWindow != nil {
-		b.Max = int(*l.MaxMovesPerWindow)
-	}
-	if l.MoveWindowSeconds != nil {
-		b.Window = time.Duration(*l.MoveWindowSeconds) * time.Second
-	}
-	return b
 }
 
 // Config configures a Consolidator. Kube and Namespace are required.
@@ -130,7 +121,8 @@ type Inputs struct {
 	// VirtualNodes reads the consumer's virtual nodes (the local API's
 	// view); not called while nothing is to do.
 	VirtualNodes func(ctx context.Context) ([]localapi.VirtualNode, error)
-	Budget       Budget
+	// Budget is the agent's local cap.
+	Budget Budget
 }
 
 // Phase is a move's phase.
@@ -219,6 +211,26 @@ func (c *Consolidator) Roles() map[string]api.ConsolidationRole {
 		if m.Phase == PhaseSurging {
 			out[m.From] = api.RoleKeep
 		}
+	}
+	return out
+}
+
+// Started lists the moves under way as the heartbeat reports them to the
+// broker, which charges each to the consumer's disruption budget once (by
+// From and StartedAt), sorted by From. A move started by a pass is under
+// way when the next heartbeat is built: only a later pass, run after that
+// heartbeat was answered, ends it. It copies in-memory state only (no I/O
+// under the lock Roles shares).
+func (c *Consolidator) Started() []api.Consolidation {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.moves) == 0 {
+		return nil
+	}
+	out := make([]api.Consolidation, 0, len(c.moves))
+	for _, k := range sortedKeys(c.moves) {
+		m := c.moves[k]
+		out = append(out, api.Consolidation{NodeGroupID: m.From, TargetNodeGroupID: m.To, StartedAt: metav1.NewTime(m.StartedAt)})
 	}
 	return out
 }

@@ -339,21 +339,3 @@ func TestTimeoutsAndOrphans(t *testing.T) {
 		t.Fatalf("orphaned placeholders left: %d", n)
 	}
 }
-
-func TestBudgetWith(t *testing.T) {
-	n, w := int32(3), int32(60)
-	def := Budget{Max: DefaultMaxMoves, Window: DefaultMoveWindow}
-	for _, tc := range []struct {
-		name string
-		l    *api.Lifecycle
-		want Budget
-	}{
-		{"no lifecycle", nil, def},
-		{"only thresholds", &api.Lifecycle{}, def},
-		{"both set", &api.Lifecycle{MaxMovesPerWindow: &n, MoveWindowSeconds: &w}, Budget{Max: 3, Window: time.Minute}},
-	} {
-		if got := def.With(tc.l); got != tc.want {
-			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
-		}
-	}
-}

@@ -16,10 +16,10 @@ const consolidationPassTimeout = 10 * time.Second
 // consolidate runs one consolidation pass over the broker's "move"
 // decisions of the last heartbeat, under the budget of lifecycle (the
 // ConsumerPolicy's) over the agent's default.
-func (a *Agent) consolidate(ctx context.Context, lifecycle *api.Lifecycle, moves []api.Reevaluation) {
+func (a *Agent) consolidate(ctx context.Context, moves []api.Reevaluation) {
 	ctx, cancel := context.WithTimeout(ctx, consolidationPassTimeout)
 	defer cancel()
-	in := consolidate.Inputs{Moves: moves, Budget: a.moveBudget().With(lifecycle), VirtualNodes: a.VirtualNodes}
+	in := consolidate.Inputs{Moves: moves, Budget: a.moveBudget(), VirtualNodes: a.VirtualNodes}
 	in.Groups = func(ctx context.Context) ([]api.NodeGroupView, error) {
 		view, err := a.cfg.Broker.NodeGroups(ctx)
 		return view.NodeGroups, err
@@ -33,7 +33,9 @@ func (a *Agent) consolidate(ctx context.Context, lifecycle *api.Lifecycle, moves
 	}
 }
 
-// moveBudget is the agent's default disruption budget of moves.
+// moveBudget is the agent's local cap on moves (--consolidation-max-moves
+// per --consolidation-window), on top of the consumer's one disruption
+// budget, which the broker enforces through the moves it hands out.
 func (a *Agent) moveBudget() consolidate.Budget {
 	b := a.cfg.Consolidation.Budget
 	if b.Window <= 0 {

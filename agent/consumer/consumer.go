@@ -14,6 +14,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,10 +125,11 @@ type Config struct {
 
 // Consolidation tunes the consolidator (agent/consolidate).
 type Consolidation struct {
-	// Budget is the default disruption budget (--consolidation-max-moves
-	// per --consolidation-window; a zero Window: 1 per 10 minutes); the
-	// ConsumerPolicy's lifecycle.maxMovesPerWindow / moveWindowSeconds
-	// override it.
+	// Budget is the agent's local cap on moves (--consolidation-max-moves
+	// per --consolidation-window; a zero Window: 1 per 10 minutes), on top
+	// of the consumer's one disruption budget, which the broker enforces
+	// (ConsumerPolicy lifecycle.migrations, or its deprecated aliases
+	// maxMovesPerWindow / moveWindowSeconds).
 	Budget consolidate.Budget
 	// PlaceTimeout, SurgeTimeout and DrainTimeout bound a move's phases
 	// (0: defaults).
@@ -411,7 +413,7 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 	if same && !force {
 		return
 	}
-	resp, err := a.cfg.Broker.Heartbeat(ctx, req)
+	resp, err := a.sendHeartbeat(ctx, req)
 	if err != nil {
 		if ctx.Err() == nil {
 			a.beatStreak.Failed(ctx, err)
@@ -448,7 +450,21 @@ func (a *Agent) heartbeat(ctx context.Context, force bool, resyncDue *bool) {
 			a.log.Warn("Cleaning up an unknown reservation failed", "reservation", id, "err", err)
 		}
 	}
-	a.consolidate(ctx, req.Lifecycle, resp.Moves)
+	a.consolidate(ctx, resp.Moves)
+}
+
+// sendHeartbeat sends req. A broker that refuses its consolidations (one
+// older than the field: it decodes strictly) gets it again without them,
+// so the leases are renewed whatever the broker's version; the
+// consolidations are then not counted in the consumer's budget.
+func (a *Agent) sendHeartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	resp, err := a.cfg.Broker.Heartbeat(ctx, req)
+	if err == nil || len(req.Consolidations) == 0 || !api.IsCode(err, api.CodeInvalidRequest) || !strings.Contains(err.Error(), "consolidations") {
+		return resp, err
+	}
+	a.log.Warn("The broker refused the heartbeat's consolidations; sent again without them, so they are not counted in the consumer's disruption budget: upgrade the broker (brokers first, then agents)", "err", err)
+	req.Consolidations = nil
+	return a.cfg.Broker.Heartbeat(ctx, req)
 }
 
 func equalHeartbeat(a, b api.HeartbeatRequest) bool {
@@ -457,7 +473,10 @@ func equalHeartbeat(a, b api.HeartbeatRequest) bool {
 		a.ChosenProvider == b.ChosenProvider && slices.Equal(a.Reservations, b.Reservations) && maps.Equal(a.MeasuredLatencies, b.MeasuredLatencies) &&
 		equalLifecycle(a.Lifecycle, b.Lifecycle) && equality.Semantic.DeepEqual(a.Budget, b.Budget) &&
 		slices.Equal(a.NotReadyReservations, b.NotReadyReservations) &&
-		slices.Equal(a.StartingReservations, b.StartingReservations)
+		slices.Equal(a.StartingReservations, b.StartingReservations) &&
+		slices.EqualFunc(a.Consolidations, b.Consolidations, func(x, y api.Consolidation) bool {
+			return x.NodeGroupID == y.NodeGroupID && x.TargetNodeGroupID == y.TargetNodeGroupID && x.StartedAt.Equal(&y.StartedAt)
+		})
 }
 
 func equalLifecycle(x, y *api.Lifecycle) bool {
@@ -564,6 +583,8 @@ func (a *Agent) heartbeatRequest(ctx context.Context) (api.HeartbeatRequest, err
 	// The pick of the Latency re-mask or of the Choice selector.
 	req.ChosenProvider = a.chosen
 	a.mu.Unlock()
+	// The consolidations under way, for the broker's disruption budget.
+	req.Consolidations = a.consol.Started()
 	return req, nil
 }
 

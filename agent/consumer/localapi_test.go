@@ -42,6 +42,7 @@ type stubBroker struct {
 	heartbeats    int
 	phases        map[string]api.Phase // Reservation answers; absent ids are 404
 	moves         []api.Reevaluation   // the heartbeat's answer
+	last          api.HeartbeatRequest // the last heartbeat
 }
 
 func (s *stubBroker) Instructions(ctx context.Context, _ time.Duration) ([]api.InstructionView, bool, error) {
@@ -51,10 +52,11 @@ func (s *stubBroker) Instructions(ctx context.Context, _ time.Duration) ([]api.I
 func (s *stubBroker) PostResult(context.Context, string, api.InstructionResultRequest) error {
 	return nil
 }
-func (s *stubBroker) Heartbeat(context.Context, api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+func (s *stubBroker) Heartbeat(_ context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.heartbeats++
+	s.last = req
 	return api.HeartbeatResponse{Moves: s.moves}, nil
 }
 func (s *stubBroker) NodeGroups(context.Context) (api.NodeGroupListResponse, error) {

@@ -167,7 +167,9 @@ func (d *driver) surges() []string {
 // the pods sees Running never below the 6 replicas across the whole move
 // (the PodDisruptionBudget, maxUnavailable 2, would have allowed 4: it is
 // not what keeps them); afterwards no placeholder, no surge record, and the
-// ReplicaSet back at 6.
+// ReplicaSet back at 6. The broker's one disruption budget counts the
+// consolidation once (the agent reports it in every heartbeat while it
+// runs).
 func TestConsolidation(t *testing.T) {
 	fed := startDemo(t, demo.DefaultProviders(3), nil)
 	d := newDriver(t, fed)
@@ -229,6 +231,15 @@ func TestConsolidation(t *testing.T) {
 	// machine.
 	moved := d.runningOnWithin(6, map[string]int{"sydney": 2}, 3*time.Minute)
 	t.Logf("moved to sydney in %s after the move decision", moved.Round(time.Millisecond))
+	d.eventually("the one disruption budget counts the consolidation once", 30*time.Second, func() (bool, string) {
+		for _, c := range d.overview().Consumers {
+			if b := c.MoveBudget; c.ClusterID == demo.ConsumerID && b != nil {
+				// The broker's default budget: 2 moves per hour.
+				return b.Consolidations == 1 && b.Migrations == 0 && b.Limit == 2 && b.WindowSeconds == 3600, b.Summary()
+			}
+		}
+		return false, "no move budget in the overview"
+	})
 	if fewest := floor(); fewest < 6 {
 		t.Errorf("Running pods fell to %d during the move, want never below the 6 replicas", fewest)
 	}

@@ -165,8 +165,9 @@ type Options struct {
 	// its own).
 	MigrationTimeout time.Duration
 	// NoMigration turns the broker's migration of manual reservations
-	// off (a migration budget of 0), for tests that reserve by hand on a
-	// chosen provider and look at it there.
+	// off (a migration budget of 0: the one disruption budget, so no
+	// consolidation either), for tests that reserve by hand on a chosen
+	// provider and look at it there.
 	NoMigration bool
 	// NoConsolidation turns the consumer agents' consolidation of
 	// autoscaled capacity off (a move budget of 0), for runs that measure

@@ -55,11 +55,14 @@ const (
 	MigrationKept = "kept"
 )
 
-// MigrationBudget is a consumer's disruption budget for migrations (the
+// MigrationBudget is a consumer's one disruption budget of moves (the
 // heartbeat's lifecycle.migrations, from its ConsumerPolicy): at most
-// MaxPerWindow moves start in any WindowSeconds. Nil fields take the
-// broker's --migration-budget and --migration-window; MaxPerWindow 0 turns
-// migration off for the consumer.
+// MaxPerWindow moves start in any WindowSeconds, the broker's migrations of
+// manual reservations and the agent's consolidations of autoscaled capacity
+// counted together. Nil fields take the deprecated aliases
+// Lifecycle.MaxMovesPerWindow / MoveWindowSeconds, else the broker's
+// --migration-budget and --migration-window; MaxPerWindow 0 turns every
+// move off for the consumer.
 type MigrationBudget struct {
 	MaxPerWindow  *int32 `json:"maxPerWindow,omitempty"`
 	WindowSeconds *int32 `json:"windowSeconds,omitempty"`

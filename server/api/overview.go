@@ -101,4 +101,7 @@ type OverviewConsumer struct {
 	// moves saved (extension).
 	Migrations []Migration       `json:"migrations,omitempty"`
 	Savings    *MigrationSavings `json:"savings,omitempty"`
+	// MoveBudget is the consumer's disruption budget of moves, both kinds
+	// counted (absent when it is 0 and nothing was ever counted).
+	MoveBudget *MoveBudgetStatus `json:"moveBudget,omitempty"`
 }

@@ -297,6 +297,11 @@ type HeartbeatRequest struct {
 	// Budget is the consumer's spend budget (extension), from its
 	// ConsumerPolicy; nil: no budget.
 	Budget *Budget `json:"budget,omitempty"`
+	// Consolidations lists the consolidations of autoscaled capacity the
+	// consumer agent started and still runs (extension, optional): the
+	// broker charges each to the consumer's disruption budget once, the
+	// first time it is listed. At most MaxHeartbeatConsolidations.
+	Consolidations []Consolidation `json:"consolidations,omitempty"`
 }
 
 // Budget is a consumer's spend budget in the providers' currency
@@ -367,16 +372,16 @@ type Lifecycle struct {
 	// Thresholds are the consumer's re-evaluation thresholds (nil fields:
 	// the broker's defaults).
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
-	// Migrations is the consumer's disruption budget for the migration of
-	// its manual reservations (nil fields: the broker's).
+	// Migrations is the consumer's one disruption budget of moves to a
+	// better provider: the broker's migrations of its manual reservations
+	// and its agent's consolidations of autoscaled capacity together (nil
+	// fields: the deprecated aliases below, else the broker's).
 	Migrations *MigrationBudget `json:"migrations,omitempty"`
-	// MaxMovesPerWindow is the disruption budget of moves: at most this
-	// many moves of held capacity to a better provider start per
-	// MoveWindowSeconds (0: none; nil: the agent's
-	// --consolidation-max-moves). At most MaxMovesPerWindow.
+	// MaxMovesPerWindow is a deprecated alias of Migrations.MaxPerWindow,
+	// used when that is unset. At most MaxMovesPerWindow.
 	MaxMovesPerWindow *int32 `json:"maxMovesPerWindow,omitempty"`
-	// MoveWindowSeconds is the budget's window (nil: the agent's
-	// --consolidation-window), from 1 to MaxMoveWindowSeconds.
+	// MoveWindowSeconds is a deprecated alias of Migrations.WindowSeconds,
+	// used when that is unset; from 1 to MaxMoveWindowSeconds.
 	MoveWindowSeconds *int32 `json:"moveWindowSeconds,omitempty"`
 }
 
@@ -401,8 +406,14 @@ type HeartbeatResponse struct {
 	// Moves lists the broker's latest re-evaluation decisions "move" for
 	// the consumer's held groups, sorted by node-group id (extension): the
 	// consumer agent consolidates its autoscaled capacity through the
-	// Cluster Autoscaler from them (docs/placement.md, Consolidation).
+	// Cluster Autoscaler from them (docs/placement.md, Consolidation). Only
+	// as many as the consumer's disruption budget has room for, each
+	// holding a slot until its next heartbeat; only groups holding
+	// autoscaled reservations and not in a listed consolidation.
 	Moves []Reevaluation `json:"moves,omitempty"`
+	// MoveBudget is the consumer's disruption budget of moves (extension;
+	// absent when the budget is 0 and nothing was ever counted).
+	MoveBudget *MoveBudgetStatus `json:"moveBudget,omitempty"`
 }
 
 // NodeGroupView is one provider × chunk type as the consumer sees it.

@@ -96,6 +96,9 @@ func (r *HeartbeatRequest) check() *FieldError {
 	if err := r.Budget.Check("budget"); err != nil {
 		return err
 	}
+	if err := checkConsolidations("consolidations", r.Consolidations); err != nil {
+		return err
+	}
 	if err := CheckText("region", r.Region); err != nil {
 		return err
 	}

@@ -31,6 +31,8 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	s.applyPolicy(c)
 	applyLifecycle(c)
 	s.carryMovesLocked(old, c, listed)
+	moves, ledgerChanged := s.settleHeartbeatLocked(t, c)
+	changed = changed || ledgerChanged
 	s.noteBudgeted(cn, c)
 	if c.warning != "" {
 		if old == nil || old.warning != c.warning {
@@ -55,7 +57,7 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 			unknown = append(unknown, id)
 		}
 	}
-	resp := api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown, Moves: s.movesLocked(cn)}
+	resp := api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown, Moves: moves, MoveBudget: s.moveBudgetStatusLocked(c, t.now)}
 	resp.Migrations, resp.Savings = s.heartbeatMovesLocked(c)
 	req2 := s.enqueue(t)
 	s.mu.Unlock()

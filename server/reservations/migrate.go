@@ -174,21 +174,6 @@ func (s *Service) putConsumer(t *txn, c *consumer) {
 	c.storedSeen = c.rec.LastSeen
 }
 
-// migrationBudget is consumer c's disruption budget: its own
-// lifecycle.migrations over the broker's.
-func (s *Service) migrationBudget(c *consumer) (int, time.Duration) {
-	n, w := s.cfg.MigrationBudget, s.cfg.MigrationWindow
-	if l := c.rec.Heartbeat.Lifecycle; l != nil && l.Migrations != nil {
-		if v := l.Migrations.MaxPerWindow; v != nil {
-			n = int(*v)
-		}
-		if v := l.Migrations.WindowSeconds; v != nil {
-			w = time.Duration(*v) * time.Second
-		}
-	}
-	return n, w
-}
-
 // startMoves starts the moves consumer cn's latest decisions ask for, as
 // far as its disruption budget allows, and notes the others in kept.
 func (s *Service) startMoves(t *txn, cn string, kept map[string]keptMove, next *wake) {
@@ -196,11 +181,11 @@ func (s *Service) startMoves(t *txn, cn string, kept map[string]keptMove, next *
 	if c == nil {
 		return
 	}
-	limit, window := s.migrationBudget(c)
+	limit, window, _ := s.budgetOf(c)
 	if limit == 0 {
 		return
 	}
-	used, nextAt := s.budgetUsed(t, c, window)
+	use := s.budgetUsed(t, c, window)
 	for _, d := range s.decisions[cn] {
 		if d.Decision != api.DecisionMove || d.Target == "" {
 			continue
@@ -213,10 +198,11 @@ func (s *Service) startMoves(t *txn, cn string, kept map[string]keptMove, next *
 					continue
 				}
 			}
-			if used >= limit {
-				kept[r.ID] = keptNote(t, r, d, fmt.Sprintf("the disruption budget of %d moves per %s is used up; the next move may start at %s",
-					limit, window, nextAt.UTC().Format(time.RFC3339)))
-				next.soon(nextAt)
+			if use.used() >= limit {
+				kept[r.ID] = keptNote(t, r, d, budgetUsedUp(limit, window, use))
+				if !use.nextAt.IsZero() {
+					next.soon(use.nextAt)
+				}
 				continue
 			}
 			req := api.ReservationRequest{
@@ -230,31 +216,23 @@ func (s *Service) startMoves(t *txn, cn string, kept map[string]keptMove, next *
 				continue
 			}
 			s.startMove(t, r, c, p, req, d)
-			used++
-			if nextAt.IsZero() {
-				nextAt = t.now.Add(window)
+			use.migrations++
+			if use.nextAt.IsZero() {
+				use.nextAt = t.now.Add(window)
 			}
 		}
 	}
 }
 
-// budgetUsed drops c's move starts older than window and returns how many
-// are left and when the oldest of them leaves the window.
-func (s *Service) budgetUsed(t *txn, c *consumer, window time.Duration) (int, time.Time) {
-	l := c.rec.Moves
-	if l == nil {
-		return 0, time.Time{}
+// budgetUsedUp says why a migration waits for the budget: what counts
+// and when the next move may start.
+func budgetUsedUp(limit int, window time.Duration, u budgetUse) string {
+	why := fmt.Sprintf("the disruption budget of %d moves per %s is used up (%d migrations and %d consolidations started in the window, %d slots held for the consolidations its last heartbeat answer handed out)",
+		limit, window, u.migrations, u.consolidations, u.held)
+	if u.nextAt.IsZero() {
+		return why + "; the next move may start after the consumer's next heartbeat releases the held slots"
 	}
-	from := t.now.Add(-window)
-	kept := slices.DeleteFunc(slices.Clone(l.Starts), func(at time.Time) bool { return !at.After(from) })
-	if len(kept) != len(l.Starts) {
-		s.ledger(c).Starts = kept
-		s.putConsumer(t, c)
-	}
-	if len(kept) == 0 {
-		return 0, time.Time{}
-	}
-	return len(kept), kept[0].Add(window)
+	return why + "; the next move may start at " + u.nextAt.UTC().Format(time.RFC3339)
 }
 
 // movable lists consumer c's manual reservations in decision d's group
@@ -391,13 +369,14 @@ func savingsLocked(c *consumer) *api.MigrationSavings {
 
 // moveWanted reports whether a sweep may start a move for decisions ds of
 // consumer cn: one says "move" for a group with a movable manual
-// reservation, and the consumer's budget is not 0. Called with s.mu held.
+// reservation, and the consumer's budget is not 0 (whether it has room is
+// the sweep's to find). Called with s.mu held.
 func (s *Service) moveWanted(cn string, ds []api.Reevaluation) bool {
 	c := s.st.consumers[cn]
 	if c == nil {
 		return false
 	}
-	if n, _ := s.migrationBudget(c); n == 0 {
+	if n, _, _ := s.budgetOf(c); n == 0 {
 		return false
 	}
 	return slices.ContainsFunc(ds, func(d api.Reevaluation) bool { return d.Decision == api.DecisionMove && len(s.movable(c, d)) > 0 })

@@ -118,6 +118,7 @@ func (s *Service) overviewConsumersLocked(now time.Time) ([]api.OverviewConsumer
 		row.Budget = s.budgetStatusLocked(id, c, now)
 		row.Reevaluations = slices.Clone(s.decisions[id])
 		row.Migrations, row.Savings = s.migrationsLocked(id), savingsLocked(c)
+		row.MoveBudget = s.moveBudgetStatusLocked(c, now)
 		if rtt, ok := hb.MeasuredLatencies[row.ChosenProvider]; ok && row.ChosenProvider != "" {
 			row.MeasuredRTT = &rtt
 		}

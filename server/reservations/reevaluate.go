@@ -104,20 +104,6 @@ func (s *Service) reevaluate(now time.Time, inputs []reevalInput) bool {
 	return changed
 }
 
-// movesLocked returns consumer cn's latest "move" decisions (sorted by
-// node-group id, as Index.Reevaluate sorts them), for its heartbeat's
-// answer: the consumer agent consolidates its autoscaled capacity from them.
-// Called with s.mu held.
-func (s *Service) movesLocked(cn string) []api.Reevaluation {
-	var out []api.Reevaluation
-	for _, d := range s.decisions[cn] {
-		if d.Decision == api.DecisionMove {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 // sameDecision compares what the overview shows of a decision.
 func sameDecision(a, b api.Reevaluation) bool {
 	eq := func(x, y *float64) bool { return x == nil && y == nil || x != nil && y != nil && *x == *y }

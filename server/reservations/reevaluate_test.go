@@ -87,15 +87,16 @@ func nearly(a *float64, want float64) bool { return a != nil && *a-want < 1e-9 &
 
 // TestHeartbeatAnswersMoves: the heartbeat's answer carries the consumer's
 // "move" decisions only — none before the first sweep decided, the move
-// to cheap after it, none once the consumer's own threshold keeps it, and
+// to cheap after it (its group holds an autoscaled reservation; the budget
+// of 2 has room), none once the consumer's own threshold keeps it, and
 // never another consumer's.
 func TestHeartbeatAnswersMoves(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, func(c *Config) { c.MigrationBudget = 2 })
 	e.advertise("dear", 2, priced("0.03", "0.01"))
 	e.advertise("cheap", 2, priced("0.02", "0.01"))
 	e.beatPolicy("c1", api.PlacementPrice, nil)
 	e.beatPolicy("c2", api.PlacementPrice, nil)
-	e.peer("c1", "r1", "dear")
+	e.peer("c1", "res-1", "dear")
 	beat := func(c string, th *api.Thresholds) []api.Reevaluation {
 		t.Helper()
 		req := api.HeartbeatRequest{ClusterID: c, LiqoClusterID: "liqo-" + c, Placement: &api.Placement{Type: api.PlacementPrice}}

@@ -118,11 +118,13 @@ type Config struct {
 	// consumer that has not answered by then unpeers with liqoctl force
 	// unpeer once the credential is gone.
 	ProviderCleanupHold time.Duration
-	// MigrationBudget: at most this many moves of a consumer's manual
-	// reservations start in any MigrationWindow (a consumer's own
-	// lifecycle.migrations overrides both). Like DisconnectGrace, 0 means
-	// none (no migration); the broker command defaults it to
-	// DefaultMigrationBudget.
+	// MigrationBudget: at most this many moves of a consumer start in any
+	// MigrationWindow — the migrations of its manual reservations and its
+	// agent's consolidations of autoscaled capacity together, one budget (a
+	// consumer's own lifecycle.migrations, or its deprecated aliases
+	// maxMovesPerWindow / moveWindowSeconds, overrides both). Like
+	// DisconnectGrace, 0 means none (no move of either kind); the broker
+	// command defaults it to DefaultMigrationBudget.
 	MigrationBudget int
 	// MigrationWindow is the disruption budget's window.
 	MigrationWindow time.Duration
@@ -239,6 +241,9 @@ type Service struct {
 	// restart), and the moves counted per outcome.
 	kept       map[string]keptMove
 	moveCounts map[string]uint64
+	// noHolds hands out moves without holding their slots (tests only:
+	// shows what the holds prevent).
+	noHolds bool
 	// Spend and budgets (guarded by mu): the spend book, when it samples
 	// next, each consumer's last refusal for its budget.
 	book     spend.Book

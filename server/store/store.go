@@ -289,16 +289,37 @@ type Consumer struct {
 	Moves *MoveLedger `json:"moves,omitempty"`
 }
 
-// MoveLedger is what a consumer's migrations used of its disruption budget
-// and what they saved.
+// MoveLedger is what a consumer's moves used of its one disruption budget
+// (the broker's migrations and its agent's consolidations), the slots held
+// for the moves its last heartbeat answer handed out, and what its
+// migrations saved.
 type MoveLedger struct {
-	// Starts are when its recent moves started (those inside the longest
+	// Starts are when its recent migrations started (those inside the
 	// budget window; older ones are dropped).
 	Starts []time.Time `json:"starts,omitempty"`
+	// Consolidations are the consolidations its agent reported, charged
+	// once each (inside the budget window, or still reported; older ones
+	// are dropped).
+	Consolidations []ConsolidationCharge `json:"consolidations,omitempty"`
+	// Held are the node groups whose move the last heartbeat answer handed
+	// out, each holding one slot of the budget until the consumer's next
+	// heartbeat (which releases it, or converts it into a charge when it
+	// reports the consolidation).
+	Held []string `json:"held,omitempty"`
 	// Moves counts its finished moves; CostPerHour and CarbonPerHour sum
 	// what they saved per hour, since Since (its first finished move).
 	Moves         int32     `json:"moves,omitempty"`
 	CostPerHour   float64   `json:"costPerHour,omitempty"`
 	CarbonPerHour float64   `json:"carbonPerHour,omitempty"`
 	Since         time.Time `json:"since"`
+}
+
+// ConsolidationCharge is one consolidation counted against the budget:
+// NodeGroupID and StartedAt (the agent's clock) identify it across
+// heartbeats; At is when the broker first saw it (its clock: what the
+// window counts).
+type ConsolidationCharge struct {
+	NodeGroupID string    `json:"nodeGroupId"`
+	StartedAt   time.Time `json:"startedAt"`
+	At          time.Time `json:"at"`
 }

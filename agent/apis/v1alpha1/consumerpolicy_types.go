@@ -193,32 +193,38 @@ type Lifecycle struct {
 	// broker's --reevaluate-*-threshold).
 	// +optional
 	Thresholds *Thresholds `json:"thresholds,omitempty"`
-	// MaxMovesPerWindow is the disruption budget of the consumer agent's
-	// consolidations of autoscaled capacity to a better provider (manual
-	// reservations: Migrations): at most this many start per MoveWindowSeconds (0: none).
-	// Unset: the agent's --consolidation-max-moves (default 1).
+	// MaxMovesPerWindow is deprecated: an alias of
+	// migrations.maxPerWindow, used when that is unset (the one disruption
+	// budget counts the broker's migrations and the agent's
+	// consolidations together). The agent's --consolidation-max-moves is
+	// a local cap on top.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	// +optional
 	MaxMovesPerWindow *int32 `json:"maxMovesPerWindow,omitempty"`
-	// MoveWindowSeconds is the window of MaxMovesPerWindow. Unset: the
-	// agent's --consolidation-window (default 10 minutes).
+	// MoveWindowSeconds is deprecated: an alias of
+	// migrations.windowSeconds, used when that is unset.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=604800
 	// +optional
 	MoveWindowSeconds *int32 `json:"moveWindowSeconds,omitempty"`
-	// Migrations is the disruption budget of the broker's moves of this
-	// consumer's manual reservations to a better provider (unset fields:
-	// the broker's --migration-budget and --migration-window).
+	// Migrations is this consumer's one disruption budget of moves to a
+	// better provider: the broker's migrations of its manual reservations
+	// and its agent's consolidations of autoscaled capacity, counted
+	// together by the broker (unset fields: the deprecated aliases
+	// maxMovesPerWindow / moveWindowSeconds, else the broker's
+	// --migration-budget and --migration-window; maxPerWindow 0: no move).
 	// +optional
 	Migrations *MigrationBudget `json:"migrations,omitempty"`
 }
 
-// MigrationBudget bounds how often the broker moves this consumer's manual
-// reservations: at most MaxPerWindow moves start in any WindowSeconds.
+// MigrationBudget is the consumer's one disruption budget of moves: at most
+// MaxPerWindow moves (the broker's migrations of manual reservations and
+// the agent's consolidations of autoscaled capacity together) start in any
+// WindowSeconds.
 type MigrationBudget struct {
-	// MaxPerWindow is how many moves may start per window; 0 turns
-	// migration off for this consumer.
+	// MaxPerWindow is how many moves may start per window; 0 turns every
+	// move off for this consumer.
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=1000
 	// +optional

@@ -51,7 +51,12 @@ func sample() store.Snapshot {
 		}},
 		Credentials:    []store.Credential{{ConsumerID: "c1", ProviderID: "p1", Kubeconfig: "K", CreatedAt: at}},
 		Advertisements: []store.Advertisement{{Request: api.AdvertisementRequest{ClusterID: "p1", LiqoClusterID: "l"}, LastSeen: at}},
-		Consumers:      []store.Consumer{{Heartbeat: api.HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l"}, LastSeen: at}},
+		Consumers: []store.Consumer{{Heartbeat: api.HeartbeatRequest{ClusterID: "c1", LiqoClusterID: "l"}, LastSeen: at, Moves: &store.MoveLedger{
+			Starts:         []time.Time{at.Add(-time.Minute)},
+			Consolidations: []store.ConsolidationCharge{{NodeGroupID: "ng-p1-standard", StartedAt: at.Add(-2 * time.Minute), At: at.Add(-time.Minute)}},
+			Held:           []string{"ng-p2-standard"},
+			Moves:          1, CostPerHour: 0.5, Since: at.Add(-time.Hour),
+		}}},
 	}
 }
 
