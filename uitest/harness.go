@@ -169,7 +169,7 @@ func StartFake(ctx context.Context, dir string, step time.Duration) (*Fake, erro
 	f.wg.Add(1)
 	go func() { defer f.wg.Done(); f.Fed.Run(ctx, step) }()
 
-	d, err := web.NewDashboard(f.Fed, web.DashboardOptions{Refresh: time.Second})
+	d, err := web.NewDashboard(f.Fed, web.DashboardOptions{SiteOptions: web.SiteOptions{Refresh: time.Second}})
 	if err != nil {
 		return fail(err)
 	}
@@ -190,7 +190,7 @@ func StartFake(ctx context.Context, dir string, step time.Duration) (*Fake, erro
 		if err != nil {
 			return fail(err)
 		}
-		pc, err := web.NewProviderConsole(f.Fed.Provider(id), web.ConsoleOptions{Token: ts, Refresh: time.Second})
+		pc, err := web.NewProviderConsole(f.Fed.Provider(id), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: ts, Refresh: time.Second}})
 		if err != nil {
 			return fail(err)
 		}
@@ -204,7 +204,7 @@ func StartFake(ctx context.Context, dir string, step time.Duration) (*Fake, erro
 	if err != nil {
 		return fail(err)
 	}
-	cc, err := web.NewConsumerConsole(f.Fed.Consumer(), web.ConsoleOptions{Token: ts, Refresh: time.Second})
+	cc, err := web.NewConsumerConsole(f.Fed.Consumer(), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: ts, Refresh: time.Second}})
 	if err != nil {
 		return fail(err)
 	}

@@ -121,7 +121,7 @@ func BenchmarkPublisherPerChange(b *testing.B) {
 			if bc.explained {
 				src = explainedSource{vs, explanations(t0, vs.ov)}
 			}
-			d, ctx := startDashboard(b, src, DashboardOptions{Clock: clk, SampleEvery: time.Hour})
+			d, ctx := startDashboard(b, src, DashboardOptions{SiteOptions: SiteOptions{Clock: clk}, SampleEvery: time.Hour})
 			if viewers == 1 {
 				c, err := d.site.hub.Register(ctx)
 				if err != nil {
@@ -222,7 +222,7 @@ func BenchmarkDashboardLive(b *testing.B) {
 		b.Run(bc, func(b *testing.B) {
 			clk := clocktesting.NewFakeClock(t0)
 			src := &partsSource{ov: ov, exs: exs}
-			d, err := NewDashboard(src, DashboardOptions{Clock: clk})
+			d, err := NewDashboard(src, DashboardOptions{SiteOptions: SiteOptions{Clock: clk}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -64,7 +64,7 @@ func TestConsumerConsoleShowsBudget(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cc, err := web.NewConsumerConsole(budgetConsumer{webfake.New(nil).Consumer(), tc.budget, tc.refusal}, web.ConsoleOptions{Token: tok, Currency: "EUR"})
+			cc, err := web.NewConsumerConsole(budgetConsumer{webfake.New(nil).Consumer(), tc.budget, tc.refusal}, web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok, Currency: "EUR"}})
 			if err != nil {
 				t.Fatal(err)
 			}

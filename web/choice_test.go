@@ -39,7 +39,7 @@ func TestConsumerChoicePanel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := web.NewConsumerConsole(be, web.ConsoleOptions{Token: tok})
+	cc, err := web.NewConsumerConsole(be, web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok}})
 	if err != nil {
 		t.Fatal(err)
 	}

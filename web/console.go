@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
@@ -17,55 +16,68 @@ import (
 
 // ConsoleOptions configures a provider or consumer console.
 type ConsoleOptions struct {
-	// Prefix is the path the console lives under ("" = root).
-	Prefix string
-	// Token verifies the login token (required): see auth.OpenTokenStore,
-	// auth.TokenFromFile and auth.NewStaticToken.
-	Token auth.Verifier
-	// SecureCookie marks the session cookie Secure (set it behind TLS).
-	SecureCookie bool
-	// Clock drives sessions, ages and the refresh ticker (default real).
-	Clock clock.WithTicker
-	// Refresh re-renders the live parts this often even without a change
-	// (default 5s), only while a browser is connected.
-	Refresh time.Duration
-	// Coalesce is the shortest time between two live publications
-	// (default DefaultCoalesce).
-	Coalesce time.Duration
-	// RenderShare bounds the live publisher's CPU (default
-	// DefaultRenderShare): see DashboardOptions.RenderShare.
-	RenderShare float64
-	// Currency is the ISO 4217 code prices are shown in (default
-	// DefaultCurrency).
-	Currency string
+	// SiteOptions: the prefix, the login token (required), the clock, the
+	// live timing, the currency, the log.
+	SiteOptions
 	// Places are the cities the location picker offers (city, region and
 	// coordinates; the geo data's, e.g. geo.Places()). Empty: no picker.
 	Places []api.Topology
-	Log    *slog.Logger
 }
 
-func newConsoleSite(opts ConsoleOptions) (*site, error) {
+// liveBackend is a console backend's change signal.
+type liveBackend interface {
+	Subscribe(ctx context.Context) <-chan struct{}
+}
+
+// consoleRoutes is what a console adds to the base it embeds: its routes
+// and its live fragment.
+type consoleRoutes interface {
+	Mount(app *fiber.App)
+	renderLive(ctx context.Context) (templ.Component, error)
+}
+
+// console is the base both consoles embed: the site, with its login, over
+// the backend's change signal, and App and Run.
+type console struct {
+	site  *site
+	mount func(app *fiber.App)
+}
+
+// setup builds the base of the role's console (c's routes and live
+// fragment) over backend.
+func (b *console) setup(role string, backend liveBackend, opts ConsoleOptions, c consoleRoutes) error {
+	if backend == nil {
+		return fmt.Errorf("web: the %s console needs a backend", role)
+	}
 	if opts.Token == nil {
-		return nil, errors.New("web: a console needs a login token verifier (ConsoleOptions.Token)")
+		return errors.New("web: a console needs a login token verifier (ConsoleOptions.Token)")
 	}
-	cur, err := checkCurrency(opts.Currency)
+	s, err := newSite(opts.SiteOptions)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, liveTiming{opts.Refresh, opts.Coalesce, opts.RenderShare})
-	if err != nil {
-		return nil, err
-	}
-	s.currency = cur
 	s.places = newPlaces(opts.Places)
 	a, err := auth.NewAuthenticator(auth.Options{Verifier: opts.Token, Secure: opts.SecureCookie, Now: s.clock.Now})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.authn = a
 	s.loginHint = "The console printed its token once, when it first started (or read it from its token file or Secret)."
-	return s, nil
+	s.subscribe = backend.Subscribe
+	s.render = c.renderLive
+	b.site, b.mount = s, c.Mount
+	return nil
 }
+
+// App returns a new Fiber app (see NewApp) with the console mounted.
+func (b *console) App() *fiber.App {
+	app := NewApp()
+	b.mount(app)
+	return app
+}
+
+// Run pushes status changes to connected browsers until ctx is done.
+func (b *console) Run(ctx context.Context) error { return b.site.run(ctx) }
 
 // NewApp returns a Fiber app configured for the consoles: bounded bodies and
 // timeouts, no startup banner, and errors answered as plain text with the

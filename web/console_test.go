@@ -83,7 +83,7 @@ func consumerApp(t *testing.T, fed *webfake.Federation) *fiber.App {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := web.NewConsumerConsole(fed.Consumer(), web.ConsoleOptions{Token: tok})
+	cc, err := web.NewConsumerConsole(fed.Consumer(), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func providerApp(t *testing.T, fed *webfake.Federation, id string) *fiber.App {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pc, err := web.NewProviderConsole(fed.Provider(id), web.ConsoleOptions{Token: tok})
+	pc, err := web.NewProviderConsole(fed.Provider(id), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +358,7 @@ func TestDashboardTokenOptional(t *testing.T) {
 	}
 
 	tok, _ := auth.NewStaticToken(testToken)
-	closed, err := web.NewDashboard(fed, web.DashboardOptions{Token: tok, Prefix: "/dash"})
+	closed, err := web.NewDashboard(fed, web.DashboardOptions{SiteOptions: web.SiteOptions{Token: tok, Prefix: "/dash"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestDashboardTokenOptional(t *testing.T) {
 func TestSessionExpires(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 	tok, _ := auth.NewStaticToken(testToken)
-	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{Token: tok, Clock: clk})
+	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok, Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestSessionExpires(t *testing.T) {
 }
 
 func TestDashboardOwnsItsRoutes(t *testing.T) {
-	d, err := web.NewDashboard(webfake.New(nil), web.DashboardOptions{Prefix: "/ui"})
+	d, err := web.NewDashboard(webfake.New(nil), web.DashboardOptions{SiteOptions: web.SiteOptions{Prefix: "/ui"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,7 +413,7 @@ func TestDashboardOwnsItsRoutes(t *testing.T) {
 func TestLoginAttemptsAreRateLimited(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 	tok, _ := auth.NewStaticToken(testToken)
-	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{Token: tok, Clock: clk})
+	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok, Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +443,7 @@ func TestLoginAttemptsAreRateLimited(t *testing.T) {
 func TestLoginFloodDoesNotLockTheOwnerOut(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC))
 	tok, _ := auth.NewStaticToken(testToken)
-	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{Token: tok, Clock: clk})
+	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok, Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +554,7 @@ func TestConsumerConsoleRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cc, err := web.NewConsumerConsole(backend, web.ConsoleOptions{Token: tok})
+			cc, err := web.NewConsumerConsole(backend, web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok}})
 			if err != nil {
 				t.Fatal(err)
 			}

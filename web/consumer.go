@@ -25,7 +25,7 @@ import (
 // chosen provider and RTTs, manual reservations, virtual nodes and, in the
 // demo, the workload switch.
 type ConsumerConsole struct {
-	site     *site
+	console
 	backend  ConsumerBackend
 	workload WorkloadBackend // nil when the backend has no workload switch
 	locator  LocationSetter  // nil when the backend cannot set the location
@@ -35,21 +35,15 @@ type ConsumerConsole struct {
 // NewConsumerConsole builds the console over backend. When backend also
 // implements WorkloadBackend, the workload switch is shown.
 func NewConsumerConsole(backend ConsumerBackend, opts ConsoleOptions) (*ConsumerConsole, error) {
-	if backend == nil {
-		return nil, fmt.Errorf("web: the consumer console needs a backend")
-	}
-	s, err := newConsoleSite(opts)
-	if err != nil {
+	cc := &ConsumerConsole{backend: backend}
+	if err := cc.setup("consumer", backend, opts, cc); err != nil {
 		return nil, err
 	}
-	cc := &ConsumerConsole{site: s, backend: backend}
 	cc.workload, _ = backend.(WorkloadBackend)
 	cc.intents, _ = backend.(IntentSetter)
-	if len(s.places) > 0 {
+	if len(cc.site.places) > 0 {
 		cc.locator, _ = backend.(LocationSetter)
 	}
-	s.subscribe = backend.Subscribe
-	s.render = cc.renderLive
 	return cc, nil
 }
 
@@ -70,16 +64,6 @@ func (cc *ConsumerConsole) Mount(app *fiber.App) {
 		cc.site.route(app, fiber.MethodPost, "/intent", protect, cc.postIntent)
 	}
 }
-
-// App returns a new Fiber app (see NewApp) with the console mounted.
-func (cc *ConsumerConsole) App() *fiber.App {
-	app := NewApp()
-	cc.Mount(app)
-	return app
-}
-
-// Run pushes status changes to connected browsers until ctx is done.
-func (cc *ConsumerConsole) Run(ctx context.Context) error { return cc.site.run(ctx) }
 
 var consumerFlash = map[string]string{
 	"policy":   "Policy applied; the broker sees it with the next heartbeat, sent now.",

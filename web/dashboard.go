@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"reflect"
 	"slices"
 	"sort"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web/auth"
@@ -26,27 +24,9 @@ import (
 // DashboardOptions configures the broker dashboard. Zero values take the
 // defaults.
 type DashboardOptions struct {
-	// Prefix is the path the dashboard lives under ("" = the listener's
-	// root). Routes: Prefix+"/", "/ws", "/static/*" and, with a token,
-	// "/login" and "/logout".
-	Prefix string
-	// Token, when set, makes the dashboard require a login with this token
-	// (the broker's --dashboard-token).
-	Token auth.Verifier
-	// SecureCookie marks the session cookie Secure (set it behind TLS).
-	SecureCookie bool
-	// Clock drives ages, history and the refresh ticker (default real).
-	Clock clock.WithTicker
-	// Refresh re-renders the live part this often even without a change, so
-	// ages stay current (default 5s); only while a browser is connected.
-	Refresh time.Duration
-	// Coalesce is the shortest time between two live publications: changes
-	// within it are published once (default DefaultCoalesce).
-	Coalesce time.Duration
-	// RenderShare is the fraction of one core the live publisher may spend:
-	// after a publication that cost d of CPU, the next one waits at least
-	// d/RenderShare, at most Refresh (default DefaultRenderShare).
-	RenderShare float64
+	// SiteOptions: the prefix, the optional login token (the broker's
+	// --dashboard-token), the clock, the live timing, the currency, the log.
+	SiteOptions
 	// HistoryWindow is the span of the charts (default DefaultHistoryWindow); SampleEvery is
 	// the history resolution and the period at which the history is sampled,
 	// whatever the rate of changes and whether or not anyone watches
@@ -57,13 +37,9 @@ type DashboardOptions struct {
 	// each consumer spent today and this month) across restarts: one
 	// record per sample, the window's worth.
 	HistoryStore HistoryStore
-	// Currency is the ISO 4217 code prices are shown in (default
-	// DefaultCurrency).
-	Currency string
 	// StaleAfter marks a provider stale when its last advertisement is older
 	// (default 2m).
 	StaleAfter time.Duration
-	Log        *slog.Logger
 }
 
 // Dashboard is the broker's live, read-only dashboard.
@@ -243,15 +219,10 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = 2 * time.Minute
 	}
-	cur, err := checkCurrency(opts.Currency)
+	s, err := newSite(opts.SiteOptions)
 	if err != nil {
 		return nil, err
 	}
-	s, err := newSite(opts.Prefix, productName, opts.Log, opts.Clock, liveTiming{opts.Refresh, opts.Coalesce, opts.RenderShare})
-	if err != nil {
-		return nil, err
-	}
-	s.currency = cur
 	if opts.Token != nil {
 		a, err := auth.NewAuthenticator(auth.Options{
 			Verifier: opts.Token, Secure: opts.SecureCookie, CookieName: "fa_dashboard", Now: s.clock.Now,

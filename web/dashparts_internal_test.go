@@ -103,7 +103,7 @@ func TestLivePartsAreNeverStale(t *testing.T) {
 		},
 		exs: []api.PlacementExplanation{explanationOf("lyon", "milan", 0.2)},
 	}
-	d, err := NewDashboard(src, DashboardOptions{Clock: clk, SampleEvery: 5 * time.Second})
+	d, err := NewDashboard(src, DashboardOptions{SiteOptions: SiteOptions{Clock: clk}, SampleEvery: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ func TestProviderLocationPicker(t *testing.T) {
 		{Region: "NSW", City: "Sydney", Latitude: -33.8688, Longitude: 151.2093},
 		{City: "Null Island"}, // no coordinates: never offered
 	}
-	pc, err := web.NewProviderConsole(fed.Provider(id), web.ConsoleOptions{Token: tok, Places: places})
+	pc, err := web.NewProviderConsole(fed.Provider(id), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok}, Places: places})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,23 +20,17 @@ import (
 // ProviderConsole is the provider agent's console: sharing configuration
 // and what is lent now.
 type ProviderConsole struct {
-	site    *site
+	console
 	backend ProviderBackend
 }
 
 // NewProviderConsole builds the console over backend. Mount it (or use App)
 // and call Run.
 func NewProviderConsole(backend ProviderBackend, opts ConsoleOptions) (*ProviderConsole, error) {
-	if backend == nil {
-		return nil, fmt.Errorf("web: the provider console needs a backend")
-	}
-	s, err := newConsoleSite(opts)
-	if err != nil {
+	p := &ProviderConsole{backend: backend}
+	if err := p.setup("provider", backend, opts, p); err != nil {
 		return nil, err
 	}
-	p := &ProviderConsole{site: s, backend: backend}
-	s.subscribe = backend.Subscribe
-	s.render = p.renderLive
 	return p, nil
 }
 
@@ -49,16 +43,6 @@ func (p *ProviderConsole) Mount(app *fiber.App) {
 		p.site.route(app, fiber.MethodPost, "/location", protect, p.postLocation)
 	}
 }
-
-// App returns a new Fiber app (see NewApp) with the console mounted.
-func (p *ProviderConsole) App() *fiber.App {
-	app := NewApp()
-	p.Mount(app)
-	return app
-}
-
-// Run pushes status changes to connected browsers until ctx is done.
-func (p *ProviderConsole) Run(ctx context.Context) error { return p.site.run(ctx) }
 
 var providerFlash = map[string]string{
 	"sharing":  "Applied. The new configuration was advertised to the broker.",

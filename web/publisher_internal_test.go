@@ -75,7 +75,7 @@ func TestPublisherRendersOnlyForViewers(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
 	src := newVersionedSource(api.Overview{Advertisements: []api.AdvertisementSnapshot{ad("milan", 1, 0.2, t0, true)}})
-	d, ctx := startDashboard(t, src, DashboardOptions{Clock: clk, Coalesce: 250 * time.Millisecond, RenderShare: 1, Refresh: time.Second, SampleEvery: time.Hour})
+	d, ctx := startDashboard(t, src, DashboardOptions{SiteOptions: SiteOptions{Clock: clk, Coalesce: 250 * time.Millisecond, RenderShare: 1, Refresh: time.Second}, SampleEvery: time.Hour})
 	pubs := func() int64 { return d.site.publications.Load() }
 	waitSampled(t, d, "milan", 1) // the sampler's first read is done
 
@@ -133,7 +133,7 @@ func TestHistoryIsSampledAtAFixedCadence(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
 	src := newVersionedSource(api.Overview{Advertisements: []api.AdvertisementSnapshot{ad("milan", 1, 0.2, t0, true)}})
-	d, ctx := startDashboard(t, src, DashboardOptions{Clock: clk, SampleEvery: 5 * time.Second, HistoryWindow: time.Hour})
+	d, ctx := startDashboard(t, src, DashboardOptions{SiteOptions: SiteOptions{Clock: clk}, SampleEvery: 5 * time.Second, HistoryWindow: time.Hour})
 	waitSampled(t, d, "milan", 1)
 	for range 200 {
 		src.change(ctx)

@@ -25,7 +25,7 @@ import (
 func TestSessionEndIsExplained(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
 	tok, _ := auth.NewStaticToken(testToken)
-	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{Token: tok, Clock: clk})
+	cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok, Clock: clk}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestWebsocketClosedWhenSessionEnds(t *testing.T) {
 		t.Run(end, func(t *testing.T) {
 			clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
 			tok, _ := auth.NewStaticToken(testToken)
-			cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{Token: tok, Clock: clk})
+			cc, err := web.NewConsumerConsole(webfake.New(clk.Now).Consumer(), web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: tok, Clock: clk}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,22 +91,49 @@ const DefaultCoalesce = 250 * time.Millisecond
 // core for everything a viewer costs (see docs/performance.md).
 const DefaultRenderShare = 0.005
 
-// liveTiming is how often a page's live part is published.
-type liveTiming struct {
-	// Refresh re-renders without a change, so ages stay current (default
-	// 5s); only while a browser is connected.
+// SiteOptions configure what the dashboard and both consoles share: where
+// a page lives, its login, its clock, how often its live part is published,
+// its currency and its log. DashboardOptions and ConsoleOptions embed them;
+// zero values take the defaults.
+type SiteOptions struct {
+	// Prefix is the path the page lives under ("" = the listener's root).
+	// Routes: Prefix+"/", "/ws", "/static/*", with a login "/login" and
+	// "/logout", and a console's forms.
+	Prefix string
+	// Token verifies the login token. A console requires one (see
+	// auth.OpenTokenStore, auth.TokenFromFile and auth.NewStaticToken); the
+	// dashboard requires a login only when it is set (the broker's
+	// --dashboard-token).
+	Token auth.Verifier
+	// SecureCookie marks the session cookie Secure (set it behind TLS).
+	SecureCookie bool
+	// Clock drives sessions, ages, the history and the refresh ticker
+	// (default real).
+	Clock clock.WithTicker
+	// Refresh re-renders the live part this often even without a change, so
+	// ages stay current (default 5s); only while a browser is connected.
 	Refresh time.Duration
-	// Coalesce is the shortest time between two publications: changes
+	// Coalesce is the shortest time between two live publications: changes
 	// within it are published once (default DefaultCoalesce).
 	Coalesce time.Duration
-	// RenderShare bounds the publisher's CPU: after a publication that cost
-	// d of CPU, the next one waits at least d/RenderShare, but never more
-	// than Refresh (default DefaultRenderShare; at most 1).
+	// RenderShare is the fraction of one core the live publisher may spend:
+	// after a publication that cost d of CPU, the next one waits at least
+	// d/RenderShare, at most Refresh (default DefaultRenderShare; at most 1).
 	RenderShare float64
+	// Currency is the ISO 4217 code prices are shown in (default
+	// DefaultCurrency).
+	Currency string
+	Log      *slog.Logger
 }
 
-func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, lt liveTiming) (*site, error) {
-	refresh, coalesce, share := lt.Refresh, lt.Coalesce, lt.RenderShare
+// newSite builds the site opts configure (title: productName).
+func newSite(opts SiteOptions) (*site, error) {
+	prefix, log, clk := opts.Prefix, opts.Log, opts.Clock
+	refresh, coalesce, share := opts.Refresh, opts.Coalesce, opts.RenderShare
+	cur, err := checkCurrency(opts.Currency)
+	if err != nil {
+		return nil, err
+	}
 	if prefix != "" {
 		if !strings.HasPrefix(prefix, "/") || strings.HasSuffix(prefix, "/") {
 			return nil, errors.New("web: the path prefix must start with / and not end with / (or be empty)")
@@ -129,7 +156,7 @@ func newSite(prefix, title string, log *slog.Logger, clk clock.WithTicker, lt li
 	}
 	life, cancel := context.WithCancel(context.Background())
 	return &site{
-		prefix: prefix, title: title, log: log, clock: clk, refresh: refresh, coalesce: coalesce, renderShare: share,
+		prefix: prefix, title: productName, currency: cur, log: log, clock: clk, refresh: refresh, coalesce: coalesce, renderShare: share,
 		hub:    live.NewHub(log, live.DefaultClientBuffer),
 		wsOpts: live.WSOptions{Log: log},
 		life:   life, lifeCancel: cancel,

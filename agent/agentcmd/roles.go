@@ -143,5 +143,5 @@ func geoLookup[T any](g GeoLocator, to func(location.Location) *T) func(context.
 // consoleOptions are the console's options from Deps.Console.
 func (as *assembly) consoleOptions() web.ConsoleOptions {
 	c := as.d.Console
-	return web.ConsoleOptions{Token: c.Token, Currency: c.Currency, Refresh: c.Refresh, Places: c.Places, Clock: as.d.Clock, Log: as.log.With("component", "console")}
+	return web.ConsoleOptions{SiteOptions: web.SiteOptions{Token: c.Token, Currency: c.Currency, Refresh: c.Refresh, Clock: as.d.Clock, Log: as.log.With("component", "console")}, Places: c.Places}
 }

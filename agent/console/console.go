@@ -458,12 +458,7 @@ func (c *Consumer) SetPolicy(ctx context.Context, p api.Placement) error {
 		return web.Classify(web.ErrInvalid, fe)
 	}
 	spec := fav1alpha1.PlacementFromAPI(p)
-	return c.updatePolicy(ctx, func(s *fav1alpha1.ConsumerPolicySpec) {
-		if spec.LatencyCandidates == nil {
-			spec.LatencyCandidates = s.Placement.LatencyCandidates
-		}
-		s.Placement = spec
-	})
+	return c.updatePolicy(ctx, func(s *fav1alpha1.ConsumerPolicySpec) { s.SetPlacement(spec) })
 }
 
 // SetLocation sets (nil: clears) the location the consumer's heartbeats
@@ -493,9 +488,11 @@ func (c *Consumer) updatePolicy(ctx context.Context, change func(*fav1alpha1.Con
 }
 
 // SetPolicy writes spec into the ConsumerPolicy the consumer agent reads in
-// namespace (the lowest name), creating PolicyName when there is none.
+// namespace (the lowest name), creating PolicyName when there is none; a
+// Latency shortlist size spec leaves out keeps the policy's own
+// (ConsumerPolicySpec.SetPlacement).
 func SetPolicy(ctx context.Context, cl client.Client, namespace string, spec fav1alpha1.Placement) error {
-	return UpdatePolicy(ctx, cl, namespace, func(s *fav1alpha1.ConsumerPolicySpec) { s.Placement = spec })
+	return UpdatePolicy(ctx, cl, namespace, func(s *fav1alpha1.ConsumerPolicySpec) { s.SetPlacement(spec) })
 }
 
 // UpdatePolicy applies change to the spec of the ConsumerPolicy the consumer

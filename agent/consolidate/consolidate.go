@@ -246,7 +246,7 @@ func (c *Consolidator) Moves() []Move {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]Move, 0, len(c.moves))
-	for _, k := range sortedKeys(c.moves) {
+	for _, k := range slices.Sorted(maps.Keys(c.moves)) {
 		out = append(out, c.moves[k].copySurges())
 	}
 	return out
@@ -285,7 +285,7 @@ func (c *Consolidator) Reconcile(ctx context.Context, in Inputs) error {
 	}
 	now := c.cfg.Clock.Now()
 	var errs []error
-	for _, from := range sortedKeys(c.snapshot()) {
+	for _, from := range slices.Sorted(maps.Keys(c.snapshot())) {
 		if err := c.advance(ctx, from, w, now); err != nil {
 			errs = append(errs, err)
 		}
@@ -711,13 +711,4 @@ func findGroup(groups []api.NodeGroupView, id string) *api.NodeGroupView {
 func ownedByDaemonSet(p *corev1.Pod) bool {
 	c := metav1.GetControllerOf(p)
 	return c != nil && c.Kind == "DaemonSet"
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

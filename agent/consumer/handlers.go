@@ -226,13 +226,9 @@ func (a *Agent) ensureProviderID(ctx context.Context, n *corev1.Node, id string)
 // handleUnpeer removes the chunk and, on the last chunk of the provider,
 // the peering.
 func (a *Agent) handleUnpeer(ctx context.Context, in api.InstructionView) (*api.InstructionPayload, error) {
-	if err := checkReservationID(in.ReservationID); err != nil {
+	if _, err := a.handleCleanup(ctx, in); err != nil {
 		return nil, err
 	}
-	if err := a.removeLocal(ctx, in.ReservationID, in.ProviderLiqoClusterID, in.LastChunk); err != nil {
-		return nil, err
-	}
-	a.BeatNow()
 	return &api.InstructionPayload{Kind: api.PayloadUnpeer, ReleasedChunks: max(in.ChunkCount, 1), TunnelDropped: in.LastChunk}, nil
 }
 

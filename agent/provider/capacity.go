@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	listersv1 "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 )
 
 // Labels that identify Liqo objects (github.com/liqotech/liqo/pkg/consts).
@@ -130,12 +132,7 @@ func Lendable(n *corev1.Node) bool {
 	if n.Spec.Unschedulable || n.Labels[liqoTypeLabel] == liqoVirtualNodeType {
 		return false
 	}
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return liqo.NodeReady(n)
 }
 
 // Offloaded reports whether pod runs here on behalf of a consumer.

@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/federation-autoscaler/federation-autoscaler/adapter/externalgrpc/protos"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 )
 
 // Config configures an Autoscaler. Client and Kube are required.
@@ -142,7 +143,7 @@ func (a *Autoscaler) nodes(ctx context.Context) ([]Node, error) {
 	out := make([]Node, 0, len(list.Items))
 	for i := range list.Items {
 		n := &list.Items[i]
-		out = append(out, Node{Name: n.Name, ProviderID: n.Spec.ProviderID, NotReady: !ready(n)})
+		out = append(out, Node{Name: n.Name, ProviderID: n.Spec.ProviderID, NotReady: !liqo.NodeReady(n)})
 	}
 	return out, nil
 }
@@ -278,7 +279,7 @@ func (a *Autoscaler) readNodes(s *scan, nodes []corev1.Node, now time.Time) {
 			continue
 		}
 		s.registered++
-		if !ready(n) {
+		if !liqo.NodeReady(n) {
 			s.unready++
 			continue
 		}
@@ -463,15 +464,6 @@ func unschedulable(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
 			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return false
-}
-
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false

@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/federation-autoscaler/federation-autoscaler/agent/consolidate"
+	"github.com/federation-autoscaler/federation-autoscaler/agent/liqo"
 )
 
 // Scheduler places pending pods on nodes and plays the kubelet: a bound pod
@@ -280,7 +281,7 @@ func fits(p *corev1.Pod, req corev1.ResourceList, st *nodeState) string {
 	if n.Spec.Unschedulable {
 		return "node(s) were unschedulable"
 	}
-	if !nodeReady(n) {
+	if !liqo.NodeReady(n) {
 		return "node(s) were not ready"
 	}
 	for k, v := range p.Spec.NodeSelector {
@@ -310,15 +311,6 @@ func tolerated(tols []corev1.Toleration, t *corev1.Taint) bool {
 	for i := range tols {
 		if tols[i].ToleratesTaint(klog.Background(), t, false) {
 			return true
-		}
-	}
-	return false
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false

@@ -530,28 +530,50 @@ func (f *Federation) start(ctx context.Context, o Options) error {
 		return err
 	}
 
-	for i, spec := range o.Providers {
-		o.Progress(fmt.Sprintf("starting provider %d/%d: %s (%s)", i+1, len(o.Providers), spec.ID, spec.Region))
-		p, err := f.startProvider(ctx, o, i, spec, w)
-		if p != nil {
-			f.Providers = append(f.Providers, p) // Stop stops its cluster even after an error
-		}
-		if err != nil {
-			return fmt.Errorf("provider %s: %w", spec.ID, err)
-		}
+	if err := startEach(o, o.Providers, &f.Providers, func(i int, spec ProviderSpec) (*Provider, error) {
+		return f.startProvider(ctx, o, i, spec, w)
+	}); err != nil {
+		return err
 	}
-	for i, spec := range o.Consumers {
-		o.Progress(fmt.Sprintf("starting consumer %d/%d: %s (%s), its adapter and the autoscaler", i+1, len(o.Consumers), spec.ID, spec.Region))
-		c, err := f.startConsumer(ctx, o, w, i, spec)
-		if c != nil {
-			f.Consumers = append(f.Consumers, c) // Stop stops its cluster even after an error
-		}
-		if err != nil {
-			return fmt.Errorf("consumer %s: %w", spec.ID, err)
-		}
+	if err := startEach(o, o.Consumers, &f.Consumers, func(i int, spec ConsumerSpec) (*Consumer, error) {
+		return f.startConsumer(ctx, o, w, i, spec)
+	}); err != nil {
+		return err
 	}
 	f.Consumer = f.Consumers[0]
 	return nil
+}
+
+// memberSpec is a ProviderSpec or a ConsumerSpec: what start-up says of
+// the i-th of n members, and the name its error is wrapped with.
+type memberSpec interface {
+	starting(i, n int) (line, name string)
+}
+
+// startEach starts the members specs describe in order, one progress line
+// each. A member start returns is kept in *members even with an error (Stop
+// stops its cluster); the first error ends the start-up.
+func startEach[S memberSpec, M any](o Options, specs []S, members *[]*M, start func(i int, spec S) (*M, error)) error {
+	for i, spec := range specs {
+		line, name := spec.starting(i, len(specs))
+		o.Progress(line)
+		m, err := start(i, spec)
+		if m != nil {
+			*members = append(*members, m)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func (s ProviderSpec) starting(i, n int) (line, name string) {
+	return fmt.Sprintf("starting provider %d/%d: %s (%s)", i+1, n, s.ID, s.Region), "provider " + s.ID
+}
+
+func (s ConsumerSpec) starting(i, n int) (line, name string) {
+	return fmt.Sprintf("starting consumer %d/%d: %s (%s), its adapter and the autoscaler", i+1, n, s.ID, s.Region), "consumer " + s.ID
 }
 
 // consumerDefaults fills the scenario's one consumer when none is given
@@ -992,8 +1014,9 @@ func (f *Federation) restorePolicy(ctx context.Context, c *cluster.Cluster, save
 }
 
 // SetPolicy writes the consumer's ConsumerPolicy placement, as its
-// console's policy form does: the agent reads it within its policy poll
-// and heartbeats it to the broker.
+// console's policy form does (a Latency shortlist size set in the policy is
+// kept): the agent reads it within its policy poll and heartbeats it to the
+// broker.
 func (c *Consumer) SetPolicy(ctx context.Context, t api.PlacementType, w *api.Weights) error {
 	c.clientOnce.Do(func() {
 		scheme, err := agentcmd.Scheme()
@@ -1006,9 +1029,8 @@ func (c *Consumer) SetPolicy(ctx context.Context, t api.PlacementType, w *api.We
 	if c.clientErr != nil {
 		return c.clientErr
 	}
-	cl := c.client
 	placement := fav1alpha1.PlacementFromAPI(api.Placement{Type: t, Weights: w})
-	if err := console.UpdatePolicy(ctx, cl, c.Namespace, func(s *fav1alpha1.ConsumerPolicySpec) { s.Placement = placement }); err != nil {
+	if err := console.SetPolicy(ctx, c.client, c.Namespace, placement); err != nil {
 		return fmt.Errorf("setting %s's policy to %s: %w", c.ID, t, err)
 	}
 	return nil

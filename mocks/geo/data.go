@@ -9,7 +9,7 @@ import (
 
 // Cities of the built-in table: 12 real cities with their region codes
 // (ISO 3166-2 subdivision codes as ip-api reports them) and coordinates.
-var cities = []Location{
+var cities = []Place{
 	{Region: "QC", RegionName: "Quebec", City: "Montreal", CountryCode: "CA", ContinentCode: "NA", Lat: 45.5019, Lon: -73.5674},
 	{Region: "CA", RegionName: "California", City: "San Francisco", CountryCode: "US", ContinentCode: "NA", Lat: 37.7749, Lon: -122.4194},
 	{Region: "AB", RegionName: "Alberta", City: "Calgary", CountryCode: "CA", ContinentCode: "NA", Lat: 51.0447, Lon: -114.0719},
@@ -45,7 +45,7 @@ func city(region string) Location {
 			c.ISP = "Federation Autoscaler mock-geo"
 			c.Org = "mock-geo " + c.City
 			c.AS = "AS64500 Federation Autoscaler mock-geo"
-			return c
+			return Location{Place: c}
 		}
 	}
 	panic("geo: unknown built-in region " + region)

@@ -17,9 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// Location is one row of the table: a CIDR and what it resolves to.
-type Location struct {
-	CIDR          string  `json:"cidr"`
+// Place is what an address resolves to: ip-api's location fields.
+type Place struct {
 	ContinentCode string  `json:"continentCode,omitempty"`
 	CountryCode   string  `json:"countryCode,omitempty"`
 	Region        string  `json:"region,omitempty"`
@@ -30,6 +29,13 @@ type Location struct {
 	ISP           string  `json:"isp,omitempty"`
 	Org           string  `json:"org,omitempty"`
 	AS            string  `json:"as,omitempty"`
+}
+
+// Location is one row of the table: a CIDR and the place it resolves to
+// (inlined in JSON and YAML).
+type Location struct {
+	CIDR string `json:"cidr"`
+	Place
 }
 
 // Data is the --data file format: {"entries": [Location, ...]}.
@@ -37,21 +43,13 @@ type Data struct {
 	Entries []Location `json:"entries"`
 }
 
-// Response is the ip-api-style body of GET /json/{ip}.
+// Response is the ip-api-style body of GET /json/{ip}: the query, its
+// status and, on success, the place (inlined).
 type Response struct {
-	Query         string  `json:"query"`
-	Status        string  `json:"status"`
-	Message       string  `json:"message,omitempty"`
-	ContinentCode string  `json:"continentCode,omitempty"`
-	CountryCode   string  `json:"countryCode,omitempty"`
-	Region        string  `json:"region,omitempty"`
-	RegionName    string  `json:"regionName,omitempty"`
-	City          string  `json:"city,omitempty"`
-	Lat           float64 `json:"lat,omitempty"`
-	Lon           float64 `json:"lon,omitempty"`
-	ISP           string  `json:"isp,omitempty"`
-	Org           string  `json:"org,omitempty"`
-	AS            string  `json:"as,omitempty"`
+	Query   string `json:"query"`
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+	Place
 }
 
 type row struct {
@@ -119,9 +117,7 @@ func (t *Table) Lookup(query string) Response {
 	}
 	for _, r := range t.rows {
 		if r.prefix.Contains(addr) {
-			l := r.loc
-			return Response{Query: query, Status: "success", ContinentCode: l.ContinentCode, CountryCode: l.CountryCode,
-				Region: l.Region, RegionName: l.RegionName, City: l.City, Lat: l.Lat, Lon: l.Lon, ISP: l.ISP, Org: l.Org, AS: l.AS}
+			return Response{Query: query, Status: "success", Place: r.loc.Place}
 		}
 	}
 	// Unreachable with the catch-all rows, kept for safety.

@@ -148,10 +148,10 @@ func TestDefaultDataCoversAllRegions(t *testing.T) {
 
 func TestLongestPrefix(t *testing.T) {
 	tab, err := NewTable([]Location{
-		{CIDR: "10.0.0.0/8", Region: "A"},
-		{CIDR: "10.1.0.0/16", Region: "B"},
-		{CIDR: "10.1.2.0/24", Region: "C"},
-		{CIDR: "10.1.2.3/32", Region: "D"},
+		{CIDR: "10.0.0.0/8", Place: Place{Region: "A"}},
+		{CIDR: "10.1.0.0/16", Place: Place{Region: "B"}},
+		{CIDR: "10.1.2.0/24", Place: Place{Region: "C"}},
+		{CIDR: "10.1.2.3/32", Place: Place{Region: "D"}},
 	})
 	if err != nil {
 		t.Fatal(err)

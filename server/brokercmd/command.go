@@ -284,7 +284,7 @@ func (o *Options) listeners() int {
 // dashboard token, has its own login page and session cookie, which the
 // listener's token guard honours.
 func webDashboard(ctx context.Context, svc *reservations.Service, hist web.HistoryStore, o Options, log *slog.Logger) (ops.Mount, error) {
-	opts := web.DashboardOptions{StaleAfter: o.ProviderStaleAfter, Currency: o.Currency, HistoryWindow: o.HistoryWindow, HistoryStore: hist, Log: log}
+	opts := web.DashboardOptions{SiteOptions: web.SiteOptions{Currency: o.Currency, Log: log}, StaleAfter: o.ProviderStaleAfter, HistoryWindow: o.HistoryWindow, HistoryStore: hist}
 	if o.DashboardToken != "" {
 		tok, err := auth.NewStaticToken(o.DashboardToken)
 		if err != nil {

@@ -38,13 +38,8 @@ func (s *Service) Advertise(ctx context.Context, cn string, req api.Advertisemen
 	if len(resp.Instructions) == 0 {
 		resp.Instructions = nil
 	}
-	req2 := s.enqueue(t)
-	s.mu.Unlock()
-	if err := await(req2); err != nil {
+	if err := s.commitReport(t); err != nil {
 		return api.AdvertisementResponse{}, err
-	}
-	if req2 == nil {
-		s.notify() // nothing to write, but the overview's last-seen moved
 	}
 	return resp, nil
 }

@@ -59,13 +59,8 @@ func (s *Service) Heartbeat(ctx context.Context, cn string, req api.HeartbeatReq
 	}
 	resp := api.HeartbeatResponse{AckAt: mt(t.now), UnknownReservations: unknown, Moves: moves, MoveBudget: s.moveBudgetStatusLocked(c, t.now)}
 	resp.Migrations, resp.Savings = s.heartbeatMovesLocked(c)
-	req2 := s.enqueue(t)
-	s.mu.Unlock()
-	if err := await(req2); err != nil {
+	if err := s.commitReport(t); err != nil {
 		return api.HeartbeatResponse{}, err
-	}
-	if req2 == nil {
-		s.notify() // nothing to write, but the overview's last-seen moved
 	}
 	return resp, nil
 }

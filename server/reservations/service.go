@@ -370,6 +370,22 @@ func (s *Service) enqueue(t *txn) *commitReq {
 	return req
 }
 
+// commitReport ends the transaction of a report (an advertisement or a
+// heartbeat): it queues t, releases s.mu (held by the caller) and waits for
+// the write. A report with nothing to write still notifies: the overview's
+// last-seen time moved.
+func (s *Service) commitReport(t *txn) error {
+	req := s.enqueue(t)
+	s.mu.Unlock()
+	if err := await(req); err != nil {
+		return err
+	}
+	if req == nil {
+		s.notify()
+	}
+	return nil
+}
+
 // SeenFlushDelay bounds how long a refreshed last-seen time (the write of
 // an unchanged advertisement or heartbeat, see mustStore) waits for the
 // committer: it goes with the next awaited commit, or this long after the

@@ -49,6 +49,15 @@ func PlacementFromAPI(p api.Placement) Placement {
 	return out
 }
 
+// SetPlacement makes p the spec's placement; a Latency shortlist size p
+// leaves out keeps the spec's own (the consoles' policy forms have none).
+func (s *ConsumerPolicySpec) SetPlacement(p Placement) {
+	if p.LatencyCandidates == nil {
+		p.LatencyCandidates = s.Placement.LatencyCandidates
+	}
+	s.Placement = p
+}
+
 // API is the lifecycle as the heartbeat carries it (nil when l is nil or
 // sets nothing: the broker's defaults).
 func (l *Lifecycle) API() *api.Lifecycle {

@@ -78,3 +78,19 @@ func TestPlacementConversionRoundTrips(t *testing.T) {
 		t.Errorf("Price converts to %+v, want no latencyCandidates", p)
 	}
 }
+
+func TestSetPlacementKeepsTheShortlistSize(t *testing.T) {
+	five, three := int32(5), int32(3)
+	s := ConsumerPolicySpec{Placement: Placement{Type: PlacementLatency, LatencyCandidates: &five}}
+	// A placement without a shortlist size (the consoles' forms, the demo's
+	// policy switch) keeps the spec's own.
+	s.SetPlacement(Placement{Type: PlacementPrice})
+	if s.Placement.Type != PlacementPrice || s.Placement.LatencyCandidates == nil || *s.Placement.LatencyCandidates != 5 {
+		t.Fatalf("after a change without a shortlist size: %+v, want Price with latencyCandidates 5", s.Placement)
+	}
+	// One that says replaces it.
+	s.SetPlacement(Placement{Type: PlacementLatency, LatencyCandidates: &three})
+	if n := s.Placement.LatencyCandidates; n == nil || *n != 3 {
+		t.Fatalf("latencyCandidates %v, want 3", n)
+	}
+}
