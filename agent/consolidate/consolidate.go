@@ -228,7 +228,7 @@ func (c *Consolidator) Started() []api.Consolidation {
 		return nil
 	}
 	out := make([]api.Consolidation, 0, len(c.moves))
-	for _, k := range sortedKeys(c.moves) {
+	for _, k := range slices.Sorted(maps.Keys(c.moves)) {
 		m := c.moves[k]
 		out = append(out, api.Consolidation{NodeGroupID: m.From, TargetNodeGroupID: m.To, StartedAt: metav1.NewTime(m.StartedAt)})
 	}
