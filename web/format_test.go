@@ -24,6 +24,12 @@ func TestUnits(t *testing.T) {
 		{"growable", groupUse(api.NodeGroupView{CurrentReserved: 1, MaxSize: 4}), "1 of 4 chunks"},
 		{"masked", groupUse(api.NodeGroupView{}), "masked by policy"},
 		{"masked, held", groupUse(api.NodeGroupView{CurrentReserved: 2, MaxSize: 2}), "2 held · masked by policy"},
+		// Used follows the consumer's masked view, not the broker's
+		// unmasked list.
+		{"masked view: growable", maskedUse(api.NodeGroupView{ID: "a", MaxSize: 4}, []api.NodeGroupView{{ID: "a", MaxSize: 4, CurrentReserved: 1}}), "1 of 4 chunks"},
+		{"masked view: masked", maskedUse(api.NodeGroupView{ID: "a", MaxSize: 4, CurrentReserved: 1}, []api.NodeGroupView{{ID: "a", MaxSize: 1, CurrentReserved: 1}}), "1 held · masked by policy"},
+		{"masked view: left out", maskedUse(api.NodeGroupView{ID: "a", MaxSize: 4}, []api.NodeGroupView{{ID: "b", MaxSize: 4}}), "masked by policy"},
+		{"no masked view", maskedUse(api.NodeGroupView{ID: "a", MaxSize: 4}, nil), "0 of 4 chunks"},
 		{"carbon", carbon(f(212.4)), "212 g/kWh"},
 		{"rtt", millis(12.34), "12.3 ms"},
 	}
