@@ -2,9 +2,11 @@ package web
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -76,5 +78,24 @@ func TestUnits(t *testing.T) {
 	}
 	if v, ok := chunkCost(api.AdvertisementSnapshot{CostPerChunk: 0.116}, sizes); !ok || v != 0.116 {
 		t.Errorf("priced provider: %v %v", v, ok)
+	}
+}
+
+// A move and the savings read as docs/ui.md says (the uitest demo runs
+// without migration, so these fields are checked here and by mocks/demo
+// TestMigrationScenario).
+func TestMovesAsShown(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 12, 1, 19, 58, 0, 0, time.UTC))
+	if got := savingsLabel("EUR", nil); got != "—" {
+		t.Errorf("no move yet: %q, want —", got)
+	}
+	if got, want := savingsLabel("EUR", &api.MigrationSavings{Moves: 1, Since: since, CostPerHour: 0.034}), "1 move(s) since 2026-12-01 19:58: 0.0340 EUR/h · 0.0 g/h"; got != want {
+		t.Errorf("savings %q, want %q", got, want)
+	}
+	r := migrationRow("EUR", "london", api.Migration{ReservationID: "manual-1", TargetReservationID: "manual-1.m1", From: "sydney", To: "montreal",
+		ChunkCount: 1, State: api.MigrationFinished, StartedAt: since, Reason: "the target is Ready"})
+	if r.Consumer != "london" || r.Reservation != "manual-1" || r.Target != "manual-1.m1" || r.From != "sydney" || r.To != "montreal" ||
+		r.Chunks != "1 × standard" || r.State != api.MigrationFinished || r.StateClass != "ok" || r.Started != "19:58:00" || r.Reason != "the target is Ready" {
+		t.Errorf("move row %+v", r)
 	}
 }
