@@ -348,9 +348,12 @@ func TestBrowser(t *testing.T) {
 			u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] td:nth-child(3)", id))).ToHaveText(other), "dashboard shows the manual reservation")
 		}
 		// The quota bites: a third chunk there is refused, in words.
+		_, err = consumer.Locator("#provider").SelectOption(playwright.SelectOptionValues{Values: &[]string{other}})
+		u.ok(err, "choose the provider again")
 		u.ok(consumer.Locator("#count").Fill("1"), "one more chunk")
 		u.ok(consumer.Locator("[data-testid=reserve]").Click(), "reserve over the quota")
-		u.ok(u.expect.Locator(consumer.Locator("[data-testid=form-error]")).ToContainText("does not lend more standard chunks to this cluster"), "the quota's refusal explained")
+		refusal := consumer.Locator("[data-testid=form-error]")
+		u.ok(u.expect.Locator(refusal).ToContainText(other+" does not lend more standard chunks to this cluster"), "the quota's refusal explained")
 		_, err = consumer.Goto(tg.Consumer.URL + "/")
 		u.ok(err, "back to the console")
 		// After the 2-chunk manual reservation: every field, and the
