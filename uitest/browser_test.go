@@ -246,6 +246,10 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("the dashboard reloaded (marker %v); it must update in place", v)
 		}
 
+		// After the price change every field of the dashboard and of this
+		// provider's console is the broker's.
+		expectAllTruth(u, tg, dash, nil, p, id)
+
 		u.ok(p.Locator("#price_cpu").Fill("cheap"), "type a bad price")
 		_, err = p.Locator("#cap_mode_cpu").SelectOption(playwright.SelectOptionValues{Values: &[]string{"percent"}})
 		u.ok(err, "percent cap")
@@ -289,18 +293,34 @@ func TestBrowser(t *testing.T) {
 		u.ok(u.expect.Locator(dashRow.Locator(".timeline li")).ToContainText([]string{"Pending", "Peered"}), "dashboard timeline")
 		u.ok(u.expect.Locator(dashRow.Locator(".timeline li.cur")).ToContainText("Peered"), "timeline ends Peered")
 		expectDashboardConsumersTruth(u, tg, dash)
+		// After the policy switch and the scale-up: every field.
+		expectAllTruth(u, tg, dash, consumer, nil, "")
 		u.screenshot(consumer, "consumer-console.png")
 		u.screenshot(dash, "dashboard-reservation.png")
 
-		// A denial and a quota on the provider reach the dashboard's Sharing.
+		// A denial and a quota on the provider reach the dashboard's Sharing:
+		// the provider of the manual chunks below denies another consumer
+		// and lends at most 2 chunks to each, so its quota bites after them;
+		// a third provider denies this very consumer.
 		other := firstProvider(tg)
 		pc := newPage(u, b)
 		login(u, pc, tg.Providers[other])
 		u.ok(pc.Locator("#denied").Fill("someone-else"), "deny a consumer")
-		u.ok(pc.Locator("#quota").Fill("3"), "quota")
+		u.ok(pc.Locator("#quota").Fill("2"), "quota")
 		u.ok(pc.Locator("[data-testid=apply]").Click(), "apply sharing")
 		u.ok(u.expect.Locator(pc.Locator("[data-testid=flash]")).ToContainText("Applied"), "sharing applied")
-		expectDashboardSharingTruth(u, tg, dash, other, []string{"someone-else"}, 3)
+		expectDashboardSharingTruth(u, tg, dash, other, []string{"someone-else"}, 2)
+		self := consumerID(u, tg)
+		if denier := thirdProvider(tg, other, cheap); denier != "" {
+			dp := newPage(u, b)
+			login(u, dp, tg.Providers[denier])
+			u.ok(dp.Locator("#denied").Fill(self), "deny this consumer")
+			u.ok(dp.Locator("[data-testid=apply]").Click(), "apply the denial")
+			u.ok(u.expect.Locator(dp.Locator("[data-testid=flash]")).ToContainText("Applied"), "denial applied")
+			expectDashboardSharingTruth(u, tg, dash, denier, []string{self}, 0)
+			expectWhyTruth(u, tg, dash, consumer)
+			expectAllTruth(u, tg, dash, consumer, dp, denier)
+		}
 
 		// A 2-chunk manual reservation next to the autoscaler's (two one-chunk
 		// reservations), then released.
@@ -327,6 +347,21 @@ func TestBrowser(t *testing.T) {
 			mids = append(mids, id)
 			u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=reservations] tr[data-reservation=%q] td:nth-child(3)", id))).ToHaveText(other), "dashboard shows the manual reservation")
 		}
+		// A third chunk there is refused, in words: the demo's provider has
+		// two standard chunks, so it is full and at its quota at once, and
+		// the broker says whichever it checks first.
+		_, err = consumer.Locator("#provider").SelectOption(playwright.SelectOptionValues{Values: &[]string{other}})
+		u.ok(err, "choose the provider again")
+		u.ok(consumer.Locator("#count").Fill("1"), "one more chunk")
+		u.ok(consumer.Locator("[data-testid=reserve]").Click(), "reserve over the quota")
+		refusal := consumer.Locator("[data-testid=form-error]")
+		u.ok(u.expect.Locator(refusal).ToHaveText(regexp.MustCompile("^Reservation not created: "+other+" (does not lend more standard chunks to this cluster|has no free standard chunk left)")), "the refusal explained")
+		_, err = consumer.Goto(tg.Consumer.URL + "/")
+		u.ok(err, "back to the console")
+		// After the 2-chunk manual reservation: every field, and the
+		// explanation shows the quota.
+		expectWhyTruth(u, tg, dash, consumer)
+		expectAllTruth(u, tg, dash, consumer, pc, other)
 		// The lending provider's console shows the broker's loans and counts.
 		shown := expectProviderConsoleTruth(u, tg, pc, other)
 		for _, mid := range mids {
@@ -345,6 +380,8 @@ func TestBrowser(t *testing.T) {
 		expectConsoleTotalsTruth(u, tg, consumer)
 		expectEventsTruth(u, tg, dash, other)
 		expectChartRanges(u, dash)
+		// After the release: every field.
+		expectAllTruth(u, tg, dash, consumer, pc, other)
 		u.screenshot(dash, "dashboard-why.png")
 		u.screenshot(consumer, "consumer-why.png")
 		shown = expectProviderConsoleTruth(u, tg, pc, other)
@@ -436,6 +473,34 @@ func setUp(t *testing.T, tune ...func(*demo.Options)) (playwright.Browser, *Targ
 		u.ok(os.MkdirAll(u.shots, 0o755), "screenshot dir")
 	}
 	return b, tg, u
+}
+
+// thirdProvider is the first provider (by id) that is neither a nor b
+// ("" when there is none).
+func thirdProvider(tg *Target, a, b string) string {
+	ids := make([]string, 0, len(tg.Providers))
+	for id := range tg.Providers {
+		if id != a && id != b {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	if len(ids) == 0 {
+		return ""
+	}
+	return ids[0]
+}
+
+// consumerID is the id of the target's one consumer, as the broker knows
+// it.
+func consumerID(u *ui, tg *Target) string {
+	u.t.Helper()
+	ov, err := tg.BrokerOverview(context.Background())
+	u.ok(err, "read the broker's state")
+	if len(ov.Consumers) != 1 {
+		u.t.Fatalf("the broker knows %d consumers, want the target's one", len(ov.Consumers))
+	}
+	return ov.Consumers[0].ClusterID
 }
 
 func firstProvider(tg *Target) string {

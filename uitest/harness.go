@@ -54,6 +54,10 @@ type Target struct {
 	// again (nil when the target cannot; the test then skips that step).
 	StopProviderAgent    func(id string) error
 	RestartProviderAgent func(id string) error
+	// ConsumerLocalAPI is the consumer agent's local API (its masked node
+	// groups and virtual nodes), which the field checks compare the
+	// consumer console with ("" when the target has none: skipped).
+	ConsumerLocalAPI string
 }
 
 // BrokerOverview reads the broker's state through Overview, or through the
@@ -279,6 +283,7 @@ func StartDemo(ctx context.Context, dir string, tune ...func(*demo.Options)) (*D
 		d.Providers[p.Spec.ID] = Console{URL: p.ConsoleURL, Token: fed.ConsoleToken}
 	}
 	d.Consumer = Console{URL: fed.Consumer.ConsoleURL, Token: fed.ConsoleToken}
+	d.ConsumerLocalAPI = fed.Consumer.LocalAPIURL
 	d.CheapestProvider = "sydney"
 	d.DropDashboardSockets = fed.DropDashboardClients
 	d.StopProviderAgent = func(id string) error {

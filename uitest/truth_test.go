@@ -270,8 +270,11 @@ func expectDashboardSharingTruth(u *ui, tg *Target, dash playwright.Page, id str
 					return fmt.Sprintf("the dashboard's sharing %q lacks the denied %s", got, d)
 				}
 			}
-			if w := fmt.Sprintf("≤%d chunks each", a.Sharing.MaxChunksPerConsumer); !strings.Contains(got, w) {
+			if w := fmt.Sprintf("≤%d chunks each", a.Sharing.MaxChunksPerConsumer); quota > 0 && !strings.Contains(got, w) {
 				return fmt.Sprintf("the dashboard's sharing %q lacks the quota %q", got, w)
+			}
+			if quota == 0 && strings.Contains(got, "chunks each") {
+				return fmt.Sprintf("the dashboard's sharing %q shows a quota the broker does not hold", got)
 			}
 			if got == "everyone" {
 				return "the dashboard says everyone"

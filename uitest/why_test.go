@@ -45,7 +45,8 @@ const readWhy = `(args) => {
 	const [testid, summary] = args;
 	const rows = [];
 	document.querySelectorAll('[data-testid="' + testid + '"] tbody tr[data-provider]').forEach((tr) => {
-		rows.push(tr.dataset.provider + '|' + tr.dataset.outcome + '|' + tr.querySelector('[data-testid=why-metric]').textContent.trim());
+		const reason = tr.querySelector('[data-testid=why-reason]');
+		rows.push(tr.dataset.provider + '|' + tr.dataset.outcome + '|' + tr.querySelector('[data-testid=why-metric]').textContent.trim() + '|' + (reason ? reason.textContent.trim() : ''));
 	});
 	const s = document.querySelector('[data-testid="' + summary + '"]');
 	return JSON.stringify({rows: rows, summary: s ? s.textContent.trim() : ''});
@@ -65,16 +66,24 @@ func whyProblem(u *ui, p playwright.Page, where string, ex api.PlacementExplanat
 		var got whyShown
 		u.ok(json.Unmarshal([]byte(raw.(string)), &got), "decode the explanation")
 		var want []string
+		reasons := map[string]string{}
 		for i, c := range te.Candidates {
 			if i == shown {
 				break
 			}
 			want = append(want, c.ProviderClusterID+"|"+string(c.Outcome))
+			reasons[c.ProviderClusterID] = filterWords[c.Filter]
+			if c.Outcome == api.OutcomeBlocking {
+				reasons[c.ProviderClusterID] = filterWords["blocking"]
+			}
 		}
 		var gotPO []string
 		for _, r := range got.Rows {
-			parts := strings.SplitN(r, "|", 3)
+			parts := strings.SplitN(r, "|", 4)
 			gotPO = append(gotPO, parts[0]+"|"+parts[1])
+			if w, ok := reasons[parts[0]]; ok && parts[3] != w {
+				return fmt.Sprintf("%s: %s's reason reads %q, the broker's filter says %q", where, parts[0], parts[3], w)
+			}
 			if ex.Metric == api.MetricCost && parts[2] != "unpriced" && !strings.HasSuffix(parts[2], " EUR/h") {
 				return fmt.Sprintf("%s: %s's cost reads %q, not money per hour", where, parts[0], parts[2])
 			}
@@ -92,6 +101,18 @@ func whyProblem(u *ui, p playwright.Page, where string, ex api.PlacementExplanat
 		}
 	}
 	return ""
+}
+
+// filterWords is what the pages say of a candidate the broker filtered
+// out (by its filter) or that blocks ("blocking"), docs/ui.md.
+var filterWords = map[api.CandidateFilter]string{
+	"":                   "",
+	api.FilterDenied:     "denies this cluster",
+	api.FilterNotAllowed: "lends only to other clusters",
+	api.FilterQuota:      "this cluster holds the provider's per-consumer quota",
+	api.FilterFull:       "no free chunk",
+	api.FilterStale:      "stale: no recent advertisement",
+	"blocking":           "full for this cluster, and a peering of it is in flight there: the autoscaler waits for it",
 }
 
 // servesExplanations reports whether the target's broker explains its
@@ -121,8 +142,12 @@ func expectWhyTruth(u *ui, tg *Target, dash, consumer playwright.Page) {
 	ov, err := tg.BrokerOverview(context.Background())
 	u.ok(err, "read the broker's state")
 	for _, c := range ov.Consumers {
-		sum := dash.Locator(fmt.Sprintf("[data-testid=%q] summary", "why-details-"+c.ClusterID))
-		u.ok(sum.Click(), "open the explanation of "+c.ClusterID)
+		details := dash.Locator(fmt.Sprintf("[data-testid=%q]", "why-details-"+c.ClusterID))
+		isOpen, err := details.Evaluate("(d) => d.hasAttribute('open')", nil)
+		u.ok(err, "read whether the explanation of "+c.ClusterID+" is open")
+		if isOpen != true {
+			u.ok(details.Locator("summary").Click(), "open the explanation of "+c.ClusterID)
+		}
 		u.ok(u.expect.Locator(dash.Locator(fmt.Sprintf("[data-testid=%q]", "why-details-"+c.ClusterID))).ToHaveAttribute("open", ""), "explanation open")
 	}
 	pollTruth(u, tg, "why this provider", func(ov api.Overview) string {
@@ -164,6 +189,7 @@ func expectWhyTruth(u *ui, tg *Target, dash, consumer playwright.Page) {
 func expectTotalsTruth(u *ui, tg *Target, dash playwright.Page) {
 	u.t.Helper()
 	pollTruth(u, tg, "spend and carbon", func(ov api.Overview) string {
+		readAt := time.Now()
 		var fed, fedCO2 float64
 		for _, c := range ov.Consumers {
 			s := c.Spend
@@ -173,8 +199,11 @@ func expectTotalsTruth(u *ui, tg *Target, dash playwright.Page) {
 			if p := ratesProblem(u, dash, "the dashboard", c.ClusterID, s); p != "" {
 				return p
 			}
-			if today := cellText(u, dash, "today-"+c.ClusterID); !strings.HasSuffix(today, " EUR") {
-				return fmt.Sprintf("%s spent %q today: not money", c.ClusterID, today)
+			if p := spentProblem(u, dash, c.ClusterID, s, readAt); p != "" {
+				return "the dashboard: " + p
+			}
+			if p := alternativesProblem(u, tg, dash, c.ClusterID); p != "" {
+				return "the dashboard: " + p
 			}
 			fed += s.CostPerHour
 			fedCO2 += s.CarbonPerHour
@@ -291,32 +320,42 @@ func expectConsoleTotalsTruth(u *ui, tg *Target, consumer playwright.Page) {
 		if p := spentProblem(u, consumer, c.ClusterID, c.Spend, readAt); p != "" {
 			return p
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		exs, _, err := tg.BrokerExplanations(ctx)
-		cancel()
-		u.ok(err, "read the broker's explanations")
-		for _, ex := range exs {
-			if ex.ConsumerClusterID != c.ClusterID {
-				continue
-			}
-			dear, std, dearOK, stdOK, held := alternativesWant(ex)
-			if !held {
-				return c.ClusterID + " holds no chunk: the alternatives are not priced"
-			}
-			for _, a := range []struct {
-				cell string
-				v    float64
-				ok   bool
-			}{{"dear-" + c.ClusterID, dear, dearOK}, {"std-" + c.ClusterID, std, stdOK}} {
-				got := cellText(u, consumer, a.cell)
-				if want := fmt.Sprintf("%.4f EUR/h", a.v); a.ok && !strings.HasPrefix(got, want) {
-					return fmt.Sprintf("%s reads %q; the broker prices the same chunks at %s", a.cell, got, want)
-				}
-			}
-			return ""
-		}
-		return "the broker does not explain " + c.ClusterID
+		return alternativesProblem(u, tg, consumer, c.ClusterID)
 	})
+}
+
+// alternativesProblem compares page p's cost of consumer id's chunks on
+// the most expensive provider and on the Standard choice with the broker's
+// explanation ("" when they agree or the target explains nothing).
+func alternativesProblem(u *ui, tg *Target, p playwright.Page, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	exs, ok, err := tg.BrokerExplanations(ctx)
+	cancel()
+	u.ok(err, "read the broker's explanations")
+	if !ok {
+		return ""
+	}
+	for _, ex := range exs {
+		if ex.ConsumerClusterID != id {
+			continue
+		}
+		dear, std, dearOK, stdOK, held := alternativesWant(ex)
+		if !held {
+			return id + " holds no chunk: the alternatives are not priced"
+		}
+		for _, a := range []struct {
+			cell string
+			v    float64
+			ok   bool
+		}{{"dear-" + id, dear, dearOK}, {"std-" + id, std, stdOK}} {
+			got := cellText(u, p, a.cell)
+			if want := fmt.Sprintf("%.4f EUR/h", a.v); a.ok && !strings.HasPrefix(got, want) {
+				return fmt.Sprintf("%s reads %q; the broker prices the same chunks at %s", a.cell, got, want)
+			}
+		}
+		return ""
+	}
+	return "the broker does not explain " + id
 }
 
 // expectEventsTruth: every reservation the broker holds as ended is in the

@@ -141,11 +141,16 @@ type ConsumerStatus struct {
 	AppliedPlacement api.PlacementType
 	ChosenProvider   string
 	// RTTs are measured round-trip times in milliseconds per provider.
-	RTTs          map[string]float64
-	NodeGroups    []api.NodeGroupView
-	Reservations  []ConsumerReservation
-	VirtualNodes  []VirtualNode
-	LastHeartbeat time.Time
+	RTTs map[string]float64
+	// NodeGroups is every group the broker offers, masked or not (a manual
+	// reservation may go anywhere); MaskedNodeGroups is the agent's
+	// policy-masked view, what the Cluster Autoscaler sees (nil: the
+	// groups' own sizes are shown).
+	NodeGroups       []api.NodeGroupView
+	MaskedNodeGroups []api.NodeGroupView
+	Reservations     []ConsumerReservation
+	VirtualNodes     []VirtualNode
+	LastHeartbeat    time.Time
 	// Explanation is the broker's explanation of the placement (nil when
 	// it could not be read).
 	Explanation *api.PlacementExplanation

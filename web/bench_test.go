@@ -43,7 +43,7 @@ func BenchmarkDashboardPublish(b *testing.B) {
 		for j := range ov.Advertisements {
 			ov.Advertisements[j].ReservedChunks = int32((i + j) % 4)
 		}
-		h.record(now.Add(-time.Duration(i)*5*time.Second), ov.Advertisements)
+		h.record(now.Add(-time.Duration(i)*5*time.Second), ov.Advertisements, ov.Capacity.ChunkSizes)
 	}
 	var buf bytes.Buffer
 	b.ReportAllocs()
@@ -233,7 +233,7 @@ func BenchmarkDashboardLive(b *testing.B) {
 				for j := range ads {
 					ads[j].ReservedChunks = int32((i/12 + j) % 4)
 				}
-				d.hist.record(clk.Now(), ads)
+				d.hist.record(clk.Now(), ads, nil)
 				clk.Step(5 * time.Second)
 			}
 			ctx := context.Background()
@@ -254,7 +254,7 @@ func BenchmarkDashboardLive(b *testing.B) {
 				clk.Step(time.Second)
 				switch bc {
 				case "new-sample":
-					d.hist.record(clk.Now(), ads)
+					d.hist.record(clk.Now(), ads, nil)
 				case "new-explanations":
 					src.set(func(p *partsSource) { p.exs = append([]api.PlacementExplanation(nil), exs...) })
 				case "uncached":

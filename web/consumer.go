@@ -479,7 +479,7 @@ func consumerStatusView(now time.Time, st ConsumerStatus, workload, cur string) 
 	for _, g := range groups {
 		row := views.GroupRow{
 			ID: g.ID, Provider: g.ProviderClusterID, Type: string(g.Type), Cost: quantityPerHour(cur, g.Cost), Metric: dash,
-			Reserved: groupUse(g),
+			Reserved: maskedUse(g, st.MaskedNodeGroups),
 		}
 		if g.HasMetric && g.PlacementMetric != nil {
 			row.Metric = metric(*g.PlacementMetric)

@@ -278,7 +278,7 @@ func (d *Dashboard) sample(ctx context.Context) {
 	for {
 		if ov, err := d.snap.get(ctx, d.src.Overview); err == nil {
 			now := d.site.clock.Now()
-			d.hist.record(now, ov.Advertisements)
+			d.hist.record(now, ov.Advertisements, ov.Capacity.ChunkSizes)
 			d.evs.record(ov)
 			if d.opts.HistoryStore != nil {
 				evs := d.evs.takeUnsaved()

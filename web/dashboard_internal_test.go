@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
@@ -28,14 +30,14 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 	h := newHistory(time.Minute, 10*time.Second)
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	// A burst inside one period costs one slot and keeps the newest value.
-	h.record(t0, []api.AdvertisementSnapshot{ad("a", 1, 0.1, t0, true)})
-	h.record(t0.Add(2*time.Second), []api.AdvertisementSnapshot{ad("a", 3, 0.1, t0, true)})
+	h.record(t0, []api.AdvertisementSnapshot{ad("a", 1, 0.1, t0, true)}, nil)
+	h.record(t0.Add(2*time.Second), []api.AdvertisementSnapshot{ad("a", 3, 0.1, t0, true)}, nil)
 	_, s, _ := h.snapshot()
 	if len(s["a"]) != 1 || s["a"][0].reserved != 3 || !s["a"][0].at.Equal(t0) {
 		t.Fatalf("burst: %+v, want one sample with the newest value at the first time", s["a"])
 	}
 	for i := 1; i <= 100; i++ {
-		h.record(t0.Add(time.Duration(i)*10*time.Second), []api.AdvertisementSnapshot{ad("a", int32(i%4), 0.1, t0, true)})
+		h.record(t0.Add(time.Duration(i)*10*time.Second), []api.AdvertisementSnapshot{ad("a", int32(i%4), 0.1, t0, true)}, nil)
 	}
 	_, s, _ = h.snapshot()
 	if n := len(s["a"]); n > h.max || n < 6 {
@@ -46,7 +48,7 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 		t.Fatalf("oldest sample %v is outside the window", end.Sub(first))
 	}
 	// A provider that left ages out.
-	h.record(end.Add(2*time.Minute), nil)
+	h.record(end.Add(2*time.Minute), nil, nil)
 	if ids, _, _ := h.snapshot(); len(ids) != 0 {
 		t.Fatalf("departed provider still charted: %v", ids)
 	}
@@ -83,8 +85,8 @@ func TestBuildDashboard(t *testing.T) {
 		},
 	}
 	h := newHistory(time.Hour, 5*time.Second)
-	h.record(now.Add(-2*time.Minute), ov.Advertisements)
-	h.record(now, ov.Advertisements)
+	h.record(now.Add(-2*time.Minute), ov.Advertisements, ov.Capacity.ChunkSizes)
+	h.record(now, ov.Advertisements, ov.Capacity.ChunkSizes)
 	// Not charted: it stopped advertising before the history began.
 	ov.Advertisements = append(ov.Advertisements, disconnected(ad("gone", 1, 0.5, now.Add(-2*time.Minute), false), now.Add(3*time.Minute+4*time.Second)))
 	vm := buildDashboard(now, ov, h, 2*time.Minute, DefaultCurrency)
@@ -289,6 +291,40 @@ func TestShorterRangesAreTheEndsOfTheLongest(t *testing.T) {
 			if !reflect.DeepEqual(got, want) || gotMax != wantMax {
 				t.Errorf("%s over %v: got %v (max %v), want %v (max %v)", name, span, got, gotMax, want, wantMax)
 			}
+		}
+	}
+}
+
+// A provider that prices only some resources of a chunk is unpriced: the
+// price chart draws no line for it (not one at 0), as the table says
+// "unpriced"; one pricing everything at 0 is drawn at 0.
+func TestPriceChartLeavesUnpricedOut(t *testing.T) {
+	now := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	sizes := map[api.ChunkType]corev1.ResourceList{api.ChunkStandard: {corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi")}}
+	half := ad("half", 0, 0, now, true)
+	half.UnitPrices = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0.05")}
+	free := ad("free", 0, 0, now, true)
+	free.UnitPrices = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourceMemory: resource.MustParse("0")}
+	ov := api.Overview{Advertisements: []api.AdvertisementSnapshot{half, free, ad("dear", 0, 0.5, now, true)}, Capacity: api.CapacitySummary{ChunkSizes: sizes}}
+	h := newHistory(time.Hour, 5*time.Second)
+	h.record(now.Add(-time.Minute), ov.Advertisements, sizes)
+	h.record(now, ov.Advertisements, sizes)
+	vm := buildDashboard(now, ov, h, 2*time.Minute, DefaultCurrency)
+	var lines []string
+	for _, c := range vm.Ranges[0].Charts {
+		if !strings.HasPrefix(c.ID, "price-") {
+			continue
+		}
+		for _, l := range c.Lines {
+			lines = append(lines, l.LastTitle)
+		}
+	}
+	if got, want := strings.Join(lines, ", "), "dear: 0.5000 EUR/h now, free: 0.0000 EUR/h now"; got != want {
+		t.Fatalf("price lines %q, want %q (half prices cpu only: unpriced)", got, want)
+	}
+	for _, p := range vm.Providers {
+		if p.ID == "half" && p.Price != "unpriced" {
+			t.Fatalf("the table prices half at %q", p.Price)
 		}
 	}
 }

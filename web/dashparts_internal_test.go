@@ -109,7 +109,7 @@ func TestLivePartsAreNeverStale(t *testing.T) {
 	}
 	sample := func() {
 		ov, _ := src.Overview(context.Background())
-		d.hist.record(clk.Now(), ov.Advertisements)
+		d.hist.record(clk.Now(), ov.Advertisements, ov.Capacity.ChunkSizes)
 	}
 	sample()
 	all := []string{"charts", "why", "providers", "consumers", "moves", "totals", "reservations", "instructions", "events"}

@@ -243,6 +243,23 @@ func groupUse(g api.NodeGroupView) string {
 	return "masked by policy"
 }
 
+// maskedUse is groupUse of g as the consumer's masked view has it (what
+// the Cluster Autoscaler sees): a group the view leaves out, or whose
+// maxSize it lowered to what is held, is masked by the policy. Without a
+// masked view (nil) g's own sizes are shown.
+func maskedUse(g api.NodeGroupView, masked []api.NodeGroupView) string {
+	if masked == nil {
+		return groupUse(g)
+	}
+	for _, m := range masked {
+		if m.ID == g.ID {
+			return groupUse(m)
+		}
+	}
+	g.MaxSize = g.CurrentReserved
+	return groupUse(g)
+}
+
 // chunkCost is a provider's cost per chunk for the dashboard: the broker's
 // costPerChunk, which it leaves out both for a free provider and for an
 // unpriced one; false (shown "unpriced", never 0) when no chunk type of

@@ -2,9 +2,11 @@ package web
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
@@ -24,6 +26,12 @@ func TestUnits(t *testing.T) {
 		{"growable", groupUse(api.NodeGroupView{CurrentReserved: 1, MaxSize: 4}), "1 of 4 chunks"},
 		{"masked", groupUse(api.NodeGroupView{}), "masked by policy"},
 		{"masked, held", groupUse(api.NodeGroupView{CurrentReserved: 2, MaxSize: 2}), "2 held · masked by policy"},
+		// Used follows the consumer's masked view, not the broker's
+		// unmasked list.
+		{"masked view: growable", maskedUse(api.NodeGroupView{ID: "a", MaxSize: 4}, []api.NodeGroupView{{ID: "a", MaxSize: 4, CurrentReserved: 1}}), "1 of 4 chunks"},
+		{"masked view: masked", maskedUse(api.NodeGroupView{ID: "a", MaxSize: 4, CurrentReserved: 1}, []api.NodeGroupView{{ID: "a", MaxSize: 1, CurrentReserved: 1}}), "1 held · masked by policy"},
+		{"masked view: left out", maskedUse(api.NodeGroupView{ID: "a", MaxSize: 4}, []api.NodeGroupView{{ID: "b", MaxSize: 4}}), "masked by policy"},
+		{"no masked view", maskedUse(api.NodeGroupView{ID: "a", MaxSize: 4}, nil), "0 of 4 chunks"},
 		{"carbon", carbon(f(212.4)), "212 g/kWh"},
 		{"rtt", millis(12.34), "12.3 ms"},
 	}
@@ -70,5 +78,24 @@ func TestUnits(t *testing.T) {
 	}
 	if v, ok := chunkCost(api.AdvertisementSnapshot{CostPerChunk: 0.116}, sizes); !ok || v != 0.116 {
 		t.Errorf("priced provider: %v %v", v, ok)
+	}
+}
+
+// A move and the savings read as docs/ui.md says (the uitest demo runs
+// without migration, so these fields are checked here and by mocks/demo
+// TestMigrationScenario).
+func TestMovesAsShown(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 12, 1, 19, 58, 0, 0, time.UTC))
+	if got := savingsLabel("EUR", nil); got != "—" {
+		t.Errorf("no move yet: %q, want —", got)
+	}
+	if got, want := savingsLabel("EUR", &api.MigrationSavings{Moves: 1, Since: since, CostPerHour: 0.034}), "1 move(s) since 2026-12-01 19:58: 0.0340 EUR/h · 0.0 g/h"; got != want {
+		t.Errorf("savings %q, want %q", got, want)
+	}
+	r := migrationRow("EUR", "london", api.Migration{ReservationID: "manual-1", TargetReservationID: "manual-1.m1", From: "sydney", To: "montreal",
+		ChunkCount: 1, State: api.MigrationFinished, StartedAt: since, Reason: "the target is Ready"})
+	if r.Consumer != "london" || r.Reservation != "manual-1" || r.Target != "manual-1.m1" || r.From != "sydney" || r.To != "montreal" ||
+		r.Chunks != "1 × standard" || r.State != api.MigrationFinished || r.StateClass != "ok" || r.Started != "19:58:00" || r.Reason != "the target is Ready" {
+		t.Errorf("move row %+v", r)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 )
 
@@ -47,7 +49,11 @@ func newHistory(window, every time.Duration) *history {
 	}
 }
 
-func (h *history) record(now time.Time, ads []api.AdvertisementSnapshot) {
+// record samples every provider of ads at now. A provider's price is its
+// cost per chunk by chunkCost's rule, the dashboard table's: a provider
+// that prices only some resources of a chunk (unpriced there) has no price
+// point, not one at 0.
+func (h *history) record(now time.Time, ads []api.AdvertisementSnapshot, sizes map[api.ChunkType]corev1.ResourceList) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.gen++
@@ -56,9 +62,7 @@ func (h *history) record(now time.Time, ads []api.AdvertisementSnapshot) {
 	for _, a := range ads {
 		seen[a.ClusterID] = true
 		s := sample{at: now, reserved: float64(a.ReservedChunks)}
-		if a.CostPerChunk > 0 || len(a.UnitPrices) > 0 {
-			s.price, s.hasPrice = a.CostPerChunk, true
-		}
+		s.price, s.hasPrice = chunkCost(a, sizes)
 		if a.CarbonWeighted != nil {
 			s.carbon, s.hasCO2 = *a.CarbonWeighted, true
 		} else if a.CarbonIntensity != nil {

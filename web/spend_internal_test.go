@@ -44,7 +44,7 @@ func TestHistorySurvivesRestart(t *testing.T) {
 	h := newHistory(10*time.Minute, 5*time.Second)
 	for i := range 200 { // 1000 s: more than the window
 		now := t0.Add(time.Duration(i) * 5 * time.Second)
-		h.record(now, []api.AdvertisementSnapshot{ad("paris", int32(i%3), 0.05, now, true)})
+		h.record(now, []api.AdvertisementSnapshot{ad("paris", int32(i%3), 0.05, now, true)}, nil)
 		if err := h.persist(context.Background(), st, now, nil); err != nil {
 			t.Fatal(err)
 		}

@@ -109,7 +109,7 @@ func (as *assembly) consumer(ctx context.Context) error {
 		// The console reads the agent in process (no loopback HTTP).
 		cons := &console.Consumer{
 			ClusterID: d.Bundle.ClusterID, Namespace: d.Namespace, Agent: agent, Broker: as.broker, Client: as.cl, Pods: as.cl,
-			Prober: cc.Prober, Logger: as.log,
+			Logger: as.log,
 		}
 		var backend web.ConsumerBackend = cons
 		if d.Console.Consumer != nil {

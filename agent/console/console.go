@@ -202,11 +202,9 @@ type ConsumerAgent interface {
 	// LastBudgetRefusal is the broker's last refusal of a reservation for
 	// the consumer's budget, and when ("" when none).
 	LastBudgetRefusal() (string, time.Time)
-}
-
-// Prober measures probe endpoints (*probe.Prober).
-type Prober interface {
-	Measure(ctx context.Context, endpoints []string) map[string]float64
+	// MeasuredLatencies is the RTTs (ms per provider) the agent measured
+	// last, the ones its heartbeats report (and the dashboard shows).
+	MeasuredLatencies() map[string]float64
 }
 
 // Consumer implements web.ConsumerBackend over a consumer agent.
@@ -218,8 +216,6 @@ type Consumer struct {
 	Broker    BrokerReader
 	// Client writes ConsumerPolicy objects.
 	Client client.Client
-	// Prober (optional) measures the RTTs shown.
-	Prober Prober
 	// Pods (optional) lists the cluster's pending pods, so the console can
 	// name the ones no chunk can fit.
 	Pods   PodReader
@@ -276,12 +272,8 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	if err != nil {
 		return st, fmt.Errorf("reading the node groups: %w", err)
 	}
-	for _, g := range groups.NodeGroups {
-		if g.MaxSize > g.CurrentReserved {
-			st.ChosenProvider = g.ProviderClusterID // the policy's winner: growable in the masked view
-			break
-		}
-	}
+	st.ChosenProvider = growsOn(groups.NodeGroups)
+	st.MaskedNodeGroups = groups.NodeGroups
 	// Every group, masked or not, so that an operator can reserve anywhere.
 	all, err := c.Broker.AllNodeGroups(ctx)
 	if err != nil {
@@ -298,20 +290,10 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	} else if c.Logger != nil {
 		c.Logger.Debug("Placement explanation unavailable", "err", err)
 	}
-	var endpoints []string
-	byEndpoint := map[string]string{}
-	for _, g := range all.NodeGroups {
-		if g.ProbeEndpoint != "" && byEndpoint[g.ProbeEndpoint] == "" {
-			byEndpoint[g.ProbeEndpoint] = g.ProviderClusterID
-			endpoints = append(endpoints, g.ProbeEndpoint)
-		}
-	}
-	if c.Prober != nil && len(endpoints) > 0 {
-		st.RTTs = map[string]float64{}
-		for ep, ms := range c.Prober.Measure(ctx, endpoints) {
-			st.RTTs[byEndpoint[ep]] = ms
-		}
-	}
+	// The RTTs the agent measured and reports in its heartbeats: the ones
+	// its placement and the dashboard use, not a measurement of the
+	// console's own.
+	st.RTTs = c.Agent.MeasuredLatencies()
 	if c.Pods != nil {
 		if st.UnfitPods, err = unfitPods(ctx, c.Pods, all.NodeGroups); err != nil {
 			st.UnfitPodsError = "pending pods could not be listed (grant the federation-autoscaler:consumer-console ClusterRole)"
@@ -330,6 +312,25 @@ func (c *Consumer) Status(ctx context.Context) (web.ConsumerStatus, error) {
 	mv := c.Agent.Moves()
 	st.Migrations, st.Savings = mv.Migrations, mv.Savings
 	return st, nil
+}
+
+// growsOn is the provider the consumer grows on in its masked view: the
+// first growable standard group's, else the first growable group's (the
+// rule of the broker's overview, chosenProvider).
+func growsOn(groups []api.NodeGroupView) string {
+	first := ""
+	for _, g := range groups {
+		if g.MaxSize <= g.CurrentReserved {
+			continue
+		}
+		if g.Type == api.ChunkStandard {
+			return g.ProviderClusterID
+		}
+		if first == "" {
+			first = g.ProviderClusterID
+		}
+	}
+	return first
 }
 
 // decisionViews are the Choice audit log as the console shows it.

@@ -107,7 +107,10 @@ type consumerAgent struct {
 	log      []choice.Decision
 	refusal  string
 	refused  time.Time
+	rtts     map[string]float64
 }
+
+func (a *consumerAgent) MeasuredLatencies() map[string]float64 { return a.rtts }
 
 func (a *consumerAgent) Intent() string               { return a.intent }
 func (a *consumerAgent) Decisions() []choice.Decision { return a.log }
@@ -169,12 +172,16 @@ func TestConsumer(t *testing.T) {
 	}
 	cl := fake.NewClientBuilder().WithScheme(sch).Build()
 	ctx := context.Background()
+	// A growable GPU group listed first: the console names the standard
+	// one, as the broker's overview does.
 	masked := []api.NodeGroupView{
-		{ID: "ng-paris-standard", ProviderClusterID: "paris", MaxSize: 0},
-		{ID: "ng-sydney-standard", ProviderClusterID: "sydney", MaxSize: 4, CurrentReserved: 1},
+		{ID: "ng-milan-gpu", ProviderClusterID: "milan", Type: api.ChunkGPU, MaxSize: 2},
+		{ID: "ng-paris-standard", ProviderClusterID: "paris", Type: api.ChunkStandard, MaxSize: 0},
+		{ID: "ng-sydney-standard", ProviderClusterID: "sydney", Type: api.ChunkStandard, MaxSize: 4, CurrentReserved: 1},
 	}
-	all := append(masked, api.NodeGroupView{ID: "ng-montreal-standard", ProviderClusterID: "montreal", MaxSize: 4})
-	l := &consumerAgent{cl: cl, groups: masked, vns: []localapi.VirtualNode{{Name: "vn-1", ReservationID: "r1", ProviderClusterID: "sydney", Phase: localapi.PhaseRunning}}}
+	all := append(masked, api.NodeGroupView{ID: "ng-montreal-standard", ProviderClusterID: "montreal", Type: api.ChunkStandard, MaxSize: 4})
+	l := &consumerAgent{cl: cl, groups: masked, vns: []localapi.VirtualNode{{Name: "vn-1", ReservationID: "r1", ProviderClusterID: "sydney", Phase: localapi.PhaseRunning}},
+		rtts: map[string]float64{"sydney": 120.5, "paris": 4.2}}
 	c := &Consumer{ClusterID: "london", Namespace: "fa", Agent: l, Broker: broker{all: all}, Client: cl}
 
 	// SetPolicy creates the policy, then updates the one in force.
@@ -228,13 +235,21 @@ func TestConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st.ChosenProvider != "sydney" {
-		t.Errorf("chosen %q, want sydney (the growable group of the masked view)", st.ChosenProvider)
+		t.Errorf("chosen %q, want sydney (the growable standard group of the masked view, not milan's GPU group)", st.ChosenProvider)
+	}
+	// The RTTs are the agent's, the ones its heartbeats report, and Used
+	// follows the masked view the Cluster Autoscaler sees.
+	if len(st.RTTs) != 2 || st.RTTs["sydney"] != 120.5 || st.RTTs["paris"] != 4.2 {
+		t.Errorf("RTTs %v, want the agent's measured ones", st.RTTs)
+	}
+	if len(st.MaskedNodeGroups) != len(masked) {
+		t.Errorf("masked view %+v, want the agent's %d groups", st.MaskedNodeGroups, len(masked))
 	}
 	if st.Explanation == nil || st.Explanation.ChunkTypes[0].Winners[0] != "sydney" {
 		t.Errorf("explanation %+v, want the broker's (sydney wins)", st.Explanation)
 	}
-	if len(st.NodeGroups) != 3 {
-		t.Errorf("%d node groups, want every group (3)", len(st.NodeGroups))
+	if len(st.NodeGroups) != 4 {
+		t.Errorf("%d node groups, want every group (4)", len(st.NodeGroups))
 	}
 	if len(st.VirtualNodes) != 1 || st.VirtualNodes[0].State != "Ready" {
 		t.Errorf("virtual nodes %+v", st.VirtualNodes)

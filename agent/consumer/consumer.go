@@ -387,6 +387,18 @@ func (a *Agent) Moves() Moves {
 	return a.moves
 }
 
+// MeasuredLatencies returns the RTTs (ms per provider) the agent last
+// measured, the ones its heartbeats report to the broker (nil before the
+// first measurement).
+func (a *Agent) MeasuredLatencies() map[string]float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.rtts) == 0 {
+		return nil
+	}
+	return maps.Clone(a.rtts)
+}
+
 // BeatNow asks for a heartbeat at once (coalesced).
 func (a *Agent) BeatNow() {
 	select {

@@ -3,6 +3,7 @@ package views
 import (
 	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -214,4 +215,75 @@ func TestConsumerPageRenders(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Every empty table's placeholder row spans all its columns: the
+// dashboard's, both consoles' (with and without a consumer column or a
+// chunk-size column).
+func TestEmptyTablesSpanTheirColumns(t *testing.T) {
+	pages := map[string]templ.Component{
+		"dashboard":        DashboardPage(Page{Title: "t", WSPath: "/ws"}, Dashboard{Why: []Why{{Consumer: "rome", Types: []WhyType{{Type: "standard"}}}}}),
+		"provider console": ProviderPage(Page{CSRF: "tok", LoggedIn: true, WSPath: "/ws"}, ProviderConsole{}),
+		"consumer console": ConsumerPage(Page{CSRF: "tok", LoggedIn: true, WSPath: "/ws"}, ConsumerConsole{Status: ConsumerStatus{Choice: &ChoicePanel{}}}),
+	}
+	for name, c := range pages {
+		doc := render(t, c)
+		tables := 0
+		walk(doc, func(n *html.Node) {
+			if n.Type != html.ElementNode || n.Data != "table" {
+				return
+			}
+			cols, span := 0, ""
+			walk(n, func(c *html.Node) {
+				if c.Type != html.ElementNode {
+					return
+				}
+				if c.Data == "th" {
+					cols++
+				}
+				if cls, _ := attr(c, "class"); c.Data == "td" && cls == "empty" {
+					span, _ = attr(c, "colspan")
+				}
+			})
+			if span == "" {
+				return
+			}
+			tables++
+			id, _ := attr(n, "data-testid")
+			if span != strconv.Itoa(cols) {
+				t.Errorf("%s: the empty row of table %q spans %s columns of %d", name, id, span, cols)
+			}
+		})
+		if tables == 0 {
+			t.Errorf("%s: no empty table rendered", name)
+		}
+	}
+}
+
+// A filtered candidate's outcome and its reason read as two words
+// ("filtered denies this cluster"), not "filtereddenies".
+func TestWhyReasonIsSeparated(t *testing.T) {
+	w := Why{Consumer: "rome", Types: []WhyType{{Type: "standard", Rows: []WhyRow{{Provider: "paris", Outcome: "filtered", Class: "bad", Reason: "denies this cluster"}}}}}
+	doc := render(t, WhyPanel([]Why{w}))
+	var cell string
+	walk(byTestID(doc, "why-rome-standard"), func(n *html.Node) {
+		if n.Type == html.ElementNode && n.Data == "td" && strings.Contains(rawText(n), "denies") {
+			cell = rawText(n)
+		}
+	})
+	if strings.TrimSpace(cell) != "filtered denies this cluster" {
+		t.Fatalf("the outcome cell reads %q, want \"filtered denies this cluster\"", cell)
+	}
+}
+
+// rawText is n's text as the browser's textContent has it (white space
+// kept).
+func rawText(n *html.Node) string {
+	var b strings.Builder
+	walk(n, func(c *html.Node) {
+		if c.Type == html.TextNode {
+			b.WriteString(c.Data)
+		}
+	})
+	return b.String()
 }
