@@ -585,10 +585,11 @@ func (s *Server) NodeGroupDeleteNodes(ctx context.Context, req *protos.NodeGroup
 // name, which CA may use as the id) names the reservation, so that is what
 // is released: a reservation that already ended answers 404, which counts
 // as released; one that is live but not listed yet is really released, so
-// nothing leaks. Any other node is not ours to delete (nil).
+// nothing leaks. A manual reservation's node is never the autoscaler's, and
+// any other node is not ours to delete (nil).
 func unlisted(g *group, n *protos.ExternalGrpcNode) *instance {
 	for _, id := range []string{n.GetProviderID(), n.GetName()} {
-		if provider, res, ok := api.ParseProviderID(id); ok && provider == g.provider {
+		if provider, res, ok := api.ParseProviderID(id); ok && provider == g.provider && !api.IsManualReservation(res) {
 			return &instance{reservationID: res, providerID: id, group: g}
 		}
 	}

@@ -411,6 +411,7 @@ func TestDeleteNodes(t *testing.T) {
 		{"node of another group", g1, []*protos.ExternalGrpcNode{node(i1[0]), node(i2[0])}, codes.InvalidArgument, "belongs to node group ng-p2-gpu"},
 		{"foreign node", g1, []*protos.ExternalGrpcNode{{Name: "cp-1"}}, codes.InvalidArgument, "not a federation virtual node"},
 		{"unlisted node of another provider", g1, []*protos.ExternalGrpcNode{{ProviderID: "liqo://p2/res-gone", Name: "liqo-p2-res-gone"}}, codes.InvalidArgument, "not a federation virtual node"},
+		{"a manual reservation's node", g1, []*protos.ExternalGrpcNode{{ProviderID: "liqo://p1/manual-abc", Name: "liqo-p1-manual-abc"}}, codes.InvalidArgument, "not a federation virtual node"},
 		{"no nodes", g1, nil, codes.InvalidArgument, "no nodes"},
 		{"unknown group", "ng-x-standard", []*protos.ExternalGrpcNode{node(i1[0])}, codes.NotFound, "not found"},
 	}

@@ -114,9 +114,15 @@ func TestHeartbeatMovesDriveConsolidation(t *testing.T) {
 type oldBroker struct {
 	*stubBroker
 	refused int
+	// refusal, when set, is what it answers instead (any heartbeat).
+	refusal error
 }
 
 func (b *oldBroker) Heartbeat(ctx context.Context, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	if b.refusal != nil {
+		b.refused++
+		return api.HeartbeatResponse{}, b.refusal
+	}
 	if req.Consolidations != nil {
 		b.refused++
 		return api.HeartbeatResponse{}, api.Errorf(api.CodeInvalidRequest, "decode body: json: unknown field \"consolidations\"")
@@ -132,15 +138,20 @@ func TestHeartbeatWithoutConsolidationsForAnOldBroker(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
 		req         api.HeartbeatRequest
+		refusal     error
 		wantErr     bool
 		wantRefused int
 		wantBeats   int
 	}{
-		{"with consolidations: sent again without", api.HeartbeatRequest{ClusterID: "consumer-1", Consolidations: cons}, false, 1, 1},
-		{"without: sent once", api.HeartbeatRequest{ClusterID: "consumer-1"}, false, 0, 1},
+		{"with consolidations: sent again without", api.HeartbeatRequest{ClusterID: "consumer-1", Consolidations: cons}, nil, false, 1, 1},
+		{"without: sent once", api.HeartbeatRequest{ClusterID: "consumer-1"}, nil, false, 0, 1},
+		{"another field refused: not retried", api.HeartbeatRequest{ClusterID: "consumer-1", Consolidations: cons},
+			api.Errorf(api.CodeInvalidRequest, "placement.latencyCandidates: must be 0 to 16"), true, 1, 0},
+		{"the broker unavailable: not retried", api.HeartbeatRequest{ClusterID: "consumer-1", Consolidations: cons},
+			api.Errorf(api.CodeServiceUnavailable, "consolidations are fine; the broker is not"), true, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := &oldBroker{stubBroker: &stubBroker{}}
+			b := &oldBroker{stubBroker: &stubBroker{}, refusal: tc.refusal}
 			a := newTestAgent(t, b)
 			_, err := a.sendHeartbeat(context.Background(), tc.req)
 			if (err != nil) != tc.wantErr || b.refused != tc.wantRefused || b.heartbeats != tc.wantBeats {

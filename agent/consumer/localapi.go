@@ -214,7 +214,7 @@ func (a *Agent) heartbeatOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = a.cfg.Broker.Heartbeat(ctx, req)
+	_, err = a.sendHeartbeat(ctx, req) // with the old-broker fallback of every heartbeat
 	return err
 }
 

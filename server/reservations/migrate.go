@@ -230,7 +230,7 @@ func budgetUsedUp(limit int, window time.Duration, u budgetUse) string {
 	why := fmt.Sprintf("the disruption budget of %d moves per %s is used up (%d migrations and %d consolidations started in the window, %d slots held for the consolidations its last heartbeat answer handed out)",
 		limit, window, u.migrations, u.consolidations, u.held)
 	if u.nextAt.IsZero() {
-		return why + "; the next move may start after the consumer's next heartbeat releases the held slots"
+		return why + "; the next move may start when the consumer's next heartbeat does not use a held slot (a slot it does not turn into a consolidation stays free until the heartbeat after)"
 	}
 	return why + "; the next move may start at " + u.nextAt.UTC().Format(time.RFC3339)
 }

@@ -136,7 +136,13 @@ func (s *Service) budgetUsed(t *txn, c *consumer, window time.Duration) budgetUs
 // the slots the previous answer held are released, the consolidations not
 // charged yet are charged (at t.now), the ledger pruned, then every "move"
 // decision the budget has room for is handed out with a slot held until
-// the next heartbeat. It reports the moves and whether the ledger changed.
+// the next heartbeat. A group whose slot was held but which this heartbeat
+// does not report (the agent declined or could not start its move: no
+// head-room, its local cap, an agent older than the report) gets no move
+// in this answer: its slot stays free until the next heartbeat, and the
+// sweep is woken, so a migration waiting for the budget can take it. A
+// move nobody starts thus holds a slot every other heartbeat at most,
+// never for good. It reports the moves and whether the ledger changed.
 func (s *Service) settleHeartbeatLocked(t *txn, c *consumer) ([]api.Reevaluation, bool) {
 	limit, window, _ := s.budgetOf(c)
 	before := c.rec.Moves
@@ -146,10 +152,14 @@ func (s *Service) settleHeartbeatLocked(t *txn, c *consumer) ([]api.Reevaluation
 		l.Starts = slices.Clone(before.Starts)
 		l.Consolidations = slices.Clone(before.Consolidations)
 	}
+	declined := declinedHolds(before, c.rec.Heartbeat.Consolidations)
 	l.Held = nil // released (or converted below)
 	s.chargeReported(t, c, l)
 	l = pruneLedger(l, t.now, window, c.rec.Heartbeat.Consolidations)
-	moves := s.handOut(c, l, limit, countBudget(l, t.now, window))
+	moves := s.handOut(c, l, limit, countBudget(l, t.now, window), declined)
+	if len(declined) > 0 {
+		s.kickSweep() // the declined slots are free until the next heartbeat
+	}
 	if before == nil && len(l.Starts) == 0 && len(l.Consolidations) == 0 && len(l.Held) == 0 {
 		return moves, false // nothing to keep: no ledger
 	}
@@ -172,11 +182,27 @@ func (s *Service) chargeReported(t *txn, c *consumer, l *store.MoveLedger) {
 	}
 }
 
+// declinedHolds is the set of groups whose slot ledger before held and
+// which running (the heartbeat's consolidations) does not report.
+func declinedHolds(before *store.MoveLedger, running []api.Consolidation) map[string]bool {
+	if before == nil || len(before.Held) == 0 {
+		return nil
+	}
+	out := map[string]bool{}
+	for _, g := range before.Held {
+		if !slices.ContainsFunc(running, func(r api.Consolidation) bool { return r.NodeGroupID == g }) {
+			out[g] = true
+		}
+	}
+	return out
+}
+
 // handOut returns consumer c's "move" decisions the agent may start, as
 // far as the budget (limit, use counted without holds) has room, holding a
 // slot in l.Held for each: those of groups holding an autoscaled
-// reservation, neither group in a reported consolidation.
-func (s *Service) handOut(c *consumer, l *store.MoveLedger, limit int, use budgetUse) []api.Reevaluation {
+// reservation, neither group in a reported consolidation, nor declined
+// (their slot was held by the previous answer and not used).
+func (s *Service) handOut(c *consumer, l *store.MoveLedger, limit int, use budgetUse, declined map[string]bool) []api.Reevaluation {
 	if limit <= 0 {
 		return nil
 	}
@@ -192,6 +218,9 @@ func (s *Service) handOut(c *consumer, l *store.MoveLedger, limit int, use budge
 		}
 		if busy[d.NodeGroupID] || busy[api.NodeGroupID(d.Target, d.ChunkType)] || !s.holdsAutoscaled(cn, d) {
 			continue // the agent would not start it: nothing to hold
+		}
+		if declined[d.NodeGroupID] {
+			continue // not started last time: its slot is free until the next heartbeat
 		}
 		switch {
 		case s.noHolds && use.used() < limit:

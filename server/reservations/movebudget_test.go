@@ -207,6 +207,48 @@ func TestOneBudgetHoldsAndCharges(t *testing.T) {
 	wantStatus(t, "the migration started", e.status(), 1, 1, 0, 0)
 }
 
+// TestOneBudgetDeclinedSlotIsFreed: an agent that does not start the move
+// it was handed (an agent older than the report, its local cap, no
+// head-room) does not hold the slot for good: the next heartbeat hands the
+// group nothing, so the sweep can start the waiting migration; with no
+// migration waiting, the move is handed out again at the heartbeat after.
+func TestOneBudgetDeclinedSlotIsFreed(t *testing.T) {
+	t.Run("a waiting migration takes the freed slot", func(t *testing.T) {
+		e := newBudgetEnv(t, 1)
+		if resp := e.beatWith(); len(resp.Moves) != 1 {
+			t.Fatalf("moves %+v, want the group's move handed out", resp.Moves)
+		}
+		e.sweeps()
+		if p := e.phase("manual-1.m1"); p != "" {
+			t.Fatalf("manual-1 started moving (%s) into the held slot", p)
+		}
+		resp := e.beatWith() // the agent did not start it
+		if len(resp.Moves) != 0 {
+			t.Fatalf("moves %+v right after the agent left its slot unused, want none", resp.Moves)
+		}
+		wantStatus(t, "declined", *resp.MoveBudget, 0, 0, 0, 0)
+		e.sweeps()
+		if p := e.phase("manual-1.m1"); p == "" {
+			t.Fatal("manual-1 not moving into the slot the agent left unused")
+		}
+		wantStatus(t, "the migration started", e.status(), 1, 1, 0, 0)
+		if resp := e.beatWith(); len(resp.Moves) != 0 {
+			t.Fatalf("moves %+v with the budget used by the migration, want none", resp.Moves)
+		}
+	})
+	t.Run("no migration waiting: handed out every other heartbeat", func(t *testing.T) {
+		e := newBudgetEnv(t, 1)
+		if _, err := e.s.Release(e.ctx, "c1", "manual-1", 0); err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []int{1, 0, 1, 0} {
+			if resp := e.beatWith(); len(resp.Moves) != want {
+				t.Fatalf("heartbeat %d: moves %+v, want %d", i, resp.Moves, want)
+			}
+		}
+	})
+}
+
 // TestOneBudgetHandsOut: which moves a heartbeat answer hands out.
 func TestOneBudgetHandsOut(t *testing.T) {
 	zero, two := int32(0), int32(2)

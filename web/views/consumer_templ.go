@@ -636,7 +636,7 @@ func ConsumerStatusPanel(s ConsumerStatus) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 57, "<h3 class=\"sub\">Measured round-trip times</h3><table data-testid=\"rtts\"><thead><tr><th scope=\"col\">Provider</th><th scope=\"col\" class=\"num\">RTT</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 57, "<h3 class=\"sub\">Measured round-trip times · the agent's last measurement, taken under Latency and Choice only</h3><table data-testid=\"rtts\"><thead><tr><th scope=\"col\">Provider</th><th scope=\"col\" class=\"num\">RTT</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -683,7 +683,7 @@ func ConsumerStatusPanel(s ConsumerStatus) templ.Component {
 			}
 		}
 		if len(s.RTTs) == 0 {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 62, "<tr><td class=\"empty\" colspan=\"2\">not measured yet</td></tr>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 62, "<tr><td class=\"empty\" colspan=\"2\">not measured: the agent measures under Latency and Choice only</td></tr>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
