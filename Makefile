@@ -54,6 +54,8 @@ generate:
 	# CRD types → deepcopy (agent/apis) and CRD manifests (deploy/crds).
 	$(GO) tool controller-gen object paths=./agent/apis/... \
 		crd:allowDangerousTypes=true output:crd:artifacts:config=deploy/crds
+	# The manifests carry copies of the CRDs (deploy/deploytest TestManifestCopies).
+	cp deploy/crds/autoscaling.federation-autoscaler.io_*.yaml deploy/manifests/crds/
 	./adapter/externalgrpc/protos/generate.sh
 	# templ components of the web UI (give templ the folder: it must not walk the tree).
 	$(GO) tool templ generate -path web
