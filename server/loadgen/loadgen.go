@@ -370,16 +370,17 @@ func newAgent(cfg *Config, rec *recorder, i int, roots *x509.CertPool, host stri
 		rng:    rand.New(rand.NewPCG(uint64(i), 0x10ad)),
 	}
 	if role == api.RoleProvider {
-		a.body, err = json.Marshal(advertisement(id, i))
+		a.body, err = json.Marshal(Advertisement(id, i))
 	} else {
-		a.body, err = json.Marshal(heartbeat(id, i))
+		a.body, err = json.Marshal(Heartbeat(id, i))
 	}
 	return a, err
 }
 
-// advertisement is a plausible provider: 16–79 CPUs, 4 GiB per CPU, a
-// price, a location and a carbon intensity.
-func advertisement(id string, i int) api.AdvertisementRequest {
+// Advertisement is the i-th simulated provider's report: 16–79 CPUs,
+// 4 GiB per CPU, a price, a location and a carbon intensity. Benchmarks of
+// the broker's domain use the same population.
+func Advertisement(id string, i int) api.AdvertisementRequest {
 	cpus := 16 + i%64
 	carbon := float64(50 + i%400)
 	return api.AdvertisementRequest{
@@ -400,7 +401,9 @@ func advertisement(id string, i int) api.AdvertisementRequest {
 
 var placements = []api.PlacementType{api.PlacementStandard, api.PlacementPrice, api.PlacementEco, api.PlacementLatency}
 
-func heartbeat(id string, i int) api.HeartbeatRequest {
+// Heartbeat is the i-th simulated consumer's report: the four policies in
+// turn, each consumer at its own location.
+func Heartbeat(id string, i int) api.HeartbeatRequest {
 	lat, lon := float64(i%170)-85, float64((i*7)%360)-180
 	return api.HeartbeatRequest{
 		ClusterID: id, LiqoClusterID: "liqo-" + id,

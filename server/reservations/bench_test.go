@@ -9,6 +9,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/server/loadgen"
 )
 
 // BenchmarkReserveDurable measures durable reservation commits (each fsynced
@@ -141,6 +142,46 @@ func BenchmarkHeartbeat10000(b *testing.B) {
 			if len(w) > 0 {
 				b.ReportMetric(float64(w[(len(w)*99)/100].Microseconds()), "lock-wait-p99-us")
 				b.ReportMetric(float64(w[len(w)-1].Microseconds()), "lock-wait-max-us")
+			}
+		})
+	}
+}
+
+// BenchmarkOverviewAtScale measures one overview read (what the dashboard's
+// sampler does every 5 s) with the load generator's population of providers
+// and consumers registered: the read holds the state lock, so its time is
+// what every other call can wait behind.
+func BenchmarkOverviewAtScale(b *testing.B) {
+	for _, n := range []int{500, 4900} {
+		b.Run(fmt.Sprintf("%d+%d", n, n), func(b *testing.B) {
+			e := newEnv(b)
+			for i := range n {
+				id := fmt.Sprintf("p-%05d", i)
+				if _, err := e.s.Advertise(e.ctx, id, loadgen.Advertisement(id, i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i := range n {
+				id := fmt.Sprintf("c-%05d", i)
+				if _, err := e.s.Heartbeat(e.ctx, id, loadgen.Heartbeat(id, i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			// The first read builds the placement caches a running
+			// broker keeps warm.
+			if _, err := e.s.Overview(e.ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				ov, err := e.s.Overview(e.ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(ov.Consumers) != n || len(ov.Advertisements) != n {
+					b.Fatalf("overview of %d consumers and %d providers, want %d each", len(ov.Consumers), len(ov.Advertisements), n)
+				}
 			}
 		})
 	}
