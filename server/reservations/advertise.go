@@ -76,7 +76,7 @@ func (s *Service) upsertProviderLocked(t *txn, cn string, req api.AdvertisementR
 	}
 	p.rec = store.Advertisement{Request: req, LastSeen: t.now}
 	if changed {
-		p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
+		s.setChunks(p, req)
 	}
 	p.freshSince = t.now
 	p.available = true

@@ -21,13 +21,21 @@ func (s *Service) decorateSnapshot(snap *api.AdvertisementSnapshot, p *provider,
 	if !dashboard {
 		return
 	}
+	if p.costOK {
+		snap.CostPerChunk = p.cost
+	}
+}
+
+// setChunks cuts the chunks of provider p's advertisement req and prices
+// the one the dashboard shows: the standard chunk, or the GPU chunk of a
+// provider that has only those.
+func (s *Service) setChunks(p *provider, req api.AdvertisementRequest) {
+	p.chunks = placement.Chunks(s.cfg.ChunkConfig, req.Resources)
 	typ := api.ChunkStandard
 	if p.chunks[api.ChunkStandard] == 0 && p.chunks[api.ChunkGPU] > 0 {
 		typ = api.ChunkGPU
 	}
-	if f, ok := s.chunkCost(r.UnitPrices, typ); ok {
-		snap.CostPerChunk = f
-	}
+	p.cost, p.costOK = s.chunkCost(req.UnitPrices, typ)
 }
 
 // chunkCost is the cost per hour of one chunk of typ at prices, as a float

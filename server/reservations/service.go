@@ -229,6 +229,8 @@ type Service struct {
 	explained explanationCache
 	// views caches the encoded node-group views (NodeGroupsBody).
 	views viewCache
+	// chosen caches each consumer's chosen provider for the overview.
+	chosen chosenCache
 	// Re-evaluation (guarded by mu): the last decisions per consumer, when
 	// the next periodic run is due, whether a relevant change asks for one
 	// sooner, and the decision changes counted per policy and outcome.

@@ -14,6 +14,11 @@ import (
 type provider struct {
 	rec    store.Advertisement
 	chunks map[api.ChunkType]int32
+	// cost is the dashboard's cost per hour of one chunk (costOK: every
+	// resource of the chunk is priced), worked out with chunks when the
+	// advertisement changes, not at every overview read.
+	cost   float64
+	costOK bool
 	// freshSince is the start of the current freshness window: the last
 	// advertisement, or the broker's start if that is later (a restart
 	// does not fail every provider's reservations at once).
@@ -115,7 +120,7 @@ func (s *Service) buildState(snap store.Snapshot, now time.Time) *state {
 		// A provider that was stale before the restart stays unavailable
 		// until it advertises; its reservations get a full window.
 		p := &provider{rec: a, freshSince: later(a.LastSeen, now), available: now.Before(a.LastSeen.Add(s.cfg.ProviderStaleAfter)), storedSeen: a.LastSeen}
-		p.chunks = placement.Chunks(s.cfg.ChunkConfig, a.Request.Resources)
+		s.setChunks(p, a.Request)
 		st.providers[a.Request.ClusterID] = p
 	}
 	for _, c := range snap.Consumers {

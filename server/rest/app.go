@@ -103,9 +103,14 @@ func NewApp(cfg Config) *fiber.App {
 		ReadTimeout:    readTimeout,
 		WriteTimeout:   MaxWait + 15*time.Second,
 		IdleTimeout:    120 * time.Second,
-		ErrorHandler:   s.handleError,
-		JSONEncoder:    jsonMarshal,
-		JSONDecoder:    jsonUnmarshal,
+		// Every agent keeps a connection open and calls every few
+		// seconds: between calls its read and write buffers go back to
+		// the pool instead of staying with the idle connection (8 KiB
+		// per agent, 80 MiB at 10 000 agents).
+		ReduceMemoryUsage: true,
+		ErrorHandler:      s.handleError,
+		JSONEncoder:       jsonMarshal,
+		JSONDecoder:       jsonUnmarshal,
 	})
 	app.Use(s.recoverPanics, s.requestID, s.accessLog, s.identify, s.rateLimit, s.limitBody)
 	s.registerRoutes(app)
