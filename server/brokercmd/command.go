@@ -23,6 +23,7 @@ import (
 
 	"github.com/federation-autoscaler/federation-autoscaler/cli"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
+	"github.com/federation-autoscaler/federation-autoscaler/internal/memlimit"
 	"github.com/federation-autoscaler/federation-autoscaler/server/netguard"
 	"github.com/federation-autoscaler/federation-autoscaler/server/ops"
 	"github.com/federation-autoscaler/federation-autoscaler/server/pki"
@@ -108,6 +109,7 @@ type Options struct {
 // NewCommand returns the `broker` subcommand. Extra dashboard mounts (the
 // web dashboard) may be passed in.
 func NewCommand(mounts ...ops.Mount) *cobra.Command {
+	var mem memlimit.Options
 	o := Options{Mounts: mounts}
 	cmd := &cobra.Command{
 		Use:   "broker",
@@ -122,10 +124,18 @@ API server); every acknowledged change is durable before the answer goes out.`,
   federation-autoscaler broker --pki-dir /etc/fa/pki --data-dir /var/lib/fa`,
 		Args: cobra.NoArgs,
 		RunE: cli.WithLogger(func(cmd *cobra.Command, log *slog.Logger) error {
+			// The memory limit is the process's: set by the command, not
+			// by Run, which programs embed beside other components.
+			d, err := mem.Apply()
+			if err != nil {
+				return err
+			}
+			log.Info("Go memory limit", "bytes", d.Limit, "source", d.Source)
 			return Run(cmd.Context(), o, log)
 		}),
 	}
 	f := cmd.Flags()
+	mem.AddFlags(f)
 	f.StringVar(&o.PKIDir, "pki-dir", "", "directory with ca.crt, broker.crt and broker.key (made by 'pki init') (required)")
 	f.StringVar(&o.DataDir, "data-dir", "", "directory of the broker's database (created if missing) (required with --store bolt)")
 	f.StringVar(&o.Listen, "listen", ":8443", "address of the Broker API (mTLS)")
