@@ -258,13 +258,17 @@ func BenchmarkNearestAtScale(b *testing.B) {
 	}
 	overview := time.Since(start)
 	b.ReportAllocs()
+	cpu0 := cpuTime()
+	views := 0
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		if v := ix.View(ids[i%n], false); !v.LatencyShortlist {
 			b.Fatal("no Latency shortlist")
 		}
+		views++
 	}
 	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(views), "cpu-ns/op")
 	b.ReportMetric(float64(before), "heap-before-B")
 	b.ReportMetric(float64(after), "heap-after-B")
 	b.ReportMetric(float64(after-before), "held-B")

@@ -189,7 +189,7 @@ func (v *viewCtx) newNearIter(ti int, farthestFirst bool) *nearIter {
 		return &nearIter{} // nothing is open for the type
 	}
 	n := &nearIter{ix: v.ix, ti: ti, t: v.ix.nearTreeOf(ti), lat: v.clat, lon: v.clon,
-		q: unitVector(v.clat, v.clon), rev: farthestFirst}
+		q: unitVector(v.clat, v.clon), rev: farthestFirst, heap: make([]nearEntry, 0, 32)}
 	if len(n.t.nodes) > 0 {
 		n.push(nearEntry{key: n.bound(&n.t.nodes[0])})
 	}
