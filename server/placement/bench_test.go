@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -209,4 +210,68 @@ func BenchmarkViewChoice(b *testing.B) {
 			benchViews(b, ix, consumers)
 		})
 	}
+}
+
+// BenchmarkNearestAtScale: 4 900 providers spread like the load
+// generator's population (lat = i%170−85, lon = i%360−180) and 4 900
+// located Latency consumers (lat = i%170−85, lon = 7i%360−180). ns/op is
+// one consumer's View with the distance index warm; it also reports the
+// heap the distance state holds once every consumer has viewed (held-B,
+// HeapAlloc after GC, after minus before the first views), the first View
+// after coordEpoch moved (a provider moved; median of 21) and every
+// consumer's View after such a move (an overview).
+func BenchmarkNearestAtScale(b *testing.B) {
+	const n = 4900
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapAlloc)
+	}
+	provider := func(i int, lon float64) Provider {
+		return prov(fmt.Sprintf("provider-%04d", i), 8+i%32, at(float64(i%170-85), lon), priced("0.02", "0.005"))
+	}
+	ix := NewIndex(DefaultChunkConfig())
+	ids := make([]string, n)
+	for i := range n {
+		ix.UpsertProvider(provider(i, float64(i%360-180)))
+		ids[i] = fmt.Sprintf("consumer-%04d", i)
+		ix.UpsertConsumer(consumer(ids[i], api.PlacementLatency, located(float64(i%170-85), float64((i*7)%360-180))))
+	}
+	before := heap()
+	for _, id := range ids {
+		ix.View(id, false)
+	}
+	after := heap()
+	var firsts []time.Duration
+	for k := range 21 {
+		ix.UpsertProvider(provider(k, float64(k%360-180)+0.5*float64(k%2+1)))
+		start := time.Now()
+		ix.View(ids[(k*97)%n], false)
+		firsts = append(firsts, time.Since(start))
+	}
+	slices.Sort(firsts)
+	ix.UpsertProvider(provider(0, 1))
+	start := time.Now()
+	for _, id := range ids {
+		ix.View(id, false)
+	}
+	overview := time.Since(start)
+	b.ReportAllocs()
+	cpu0 := cpuTime()
+	views := 0
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if v := ix.View(ids[i%n], false); !v.LatencyShortlist {
+			b.Fatal("no Latency shortlist")
+		}
+		views++
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/float64(views), "cpu-ns/op")
+	b.ReportMetric(float64(before), "heap-before-B")
+	b.ReportMetric(float64(after), "heap-after-B")
+	b.ReportMetric(float64(after-before), "held-B")
+	b.ReportMetric(float64(firsts[len(firsts)/2].Nanoseconds()), "first-view-after-move-ns")
+	b.ReportMetric(float64(overview.Nanoseconds()), "all-views-after-move-ns")
 }

@@ -153,10 +153,11 @@ type Index struct {
 	coordEpoch uint64
 	// epoch changes with every change the decisions read (see Epoch).
 	epoch uint64
-	// distCache holds each consumer's distance order (guarded by cacheMu,
-	// because View fills it under the read lock).
-	cacheMu   sync.Mutex
-	distCache map[string]*distCache
+	// near holds each chunk type's distance index, shared by every
+	// consumer (see nearTreeOf; guarded by cacheMu, because View rebuilds
+	// it under the read lock).
+	cacheMu sync.Mutex
+	near    [numTypes]*nearTree
 	// seed and draws are the Random policy's: a consumer's draw number per
 	// chunk type counts the reservations it started (see randomPick).
 	seed  uint64
@@ -173,7 +174,6 @@ func NewIndex(cfg ChunkConfig, opts ...Option) *Index {
 		consumers: map[string]Consumer{},
 		usage:     map[groupKey]*groupUsage{},
 		held:      map[string]map[groupKey]Usage{},
-		distCache: map[string]*distCache{},
 		draws:     map[drawKey]uint64{},
 		watts:     [numTypes]float64{DefaultGPUChunkWatts, DefaultStandardChunkWatts},
 	}
@@ -258,7 +258,7 @@ func (ix *Index) RemoveProvider(id string) {
 }
 
 // coordsChanged bumps coordEpoch when a provider's state going from before
-// to after (either may be nil) changes the consumers' distance orders.
+// to after (either may be nil) changes the distance index (near.go).
 func (ix *Index) coordsChanged(before, after *provState) {
 	oldC := before != nil && before.hasCoords
 	newC := after != nil && after.hasCoords
@@ -300,9 +300,6 @@ func (ix *Index) RemoveConsumer(id string) {
 	for ti := range chunkTypes {
 		delete(ix.draws, drawKey{id, ti})
 	}
-	ix.cacheMu.Lock()
-	delete(ix.distCache, id)
-	ix.cacheMu.Unlock()
 }
 
 // SetUsage sets consumer consumerID's usage of provider × chunk type t to

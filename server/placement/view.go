@@ -36,8 +36,6 @@ type viewCtx struct {
 	// blockers caches heldBlockers per chunk type.
 	blockers     [numTypes][]*provState
 	blockersDone [numTypes]bool
-	// dist is the consumer's distance order (Latency, Weighted).
-	dist *distCache
 	// shapes caches one copy of each chunk shape per response.
 	shapes [numTypes]corev1.ResourceList
 	// blockedBy names, per chunk type, the full provider whose in-flight
@@ -505,96 +503,6 @@ func (v *viewCtx) nearest(ti int, fn func(ps *provState, dist float64) bool) {
 			return
 		}
 	}
-}
-
-// nearIter yields the open providers of a chunk type that have
-// coordinates by distance from the consumer, nearest (or farthest) first,
-// ties by id. It walks the consumer's distance order (see distances),
-// skipping providers that are not open for the type.
-type nearIter struct {
-	ix    *Index
-	ti    int
-	items []distItem
-	pos   int
-	rev   bool
-}
-
-func (v *viewCtx) newNearIter(ti int, farthestFirst bool) *nearIter {
-	if v.ix.trees[ti].std.Len() == 0 {
-		return &nearIter{} // nothing is open for the type
-	}
-	return &nearIter{ix: v.ix, ti: ti, items: v.distances(ti), rev: farthestFirst}
-}
-
-func (n *nearIter) next() (*provState, float64, bool) {
-	for n.pos < len(n.items) {
-		d := n.items[n.pos]
-		if n.rev {
-			d = n.items[len(n.items)-1-n.pos]
-		}
-		n.pos++
-		if ps := n.ix.providers[d.id]; ps != nil && ps.indexed[n.ti] {
-			return ps, d.dist, true
-		}
-	}
-	return nil, 0, false
-}
-
-// distCache is one consumer's distance order per chunk type: every
-// provider with coordinates and chunks of the type, nearest first (ties by
-// id), valid while no such provider joined, left or moved (coordEpoch) and
-// the consumer did not move.
-type distCache struct {
-	epoch    uint64
-	lat, lon float64
-	items    [numTypes][]distItem
-}
-
-// distances returns the consumer's distance order, rebuilding it (O(n log
-// n), every provider with coordinates) when it is stale. Capacity and
-// availability changes do not make it stale: walks skip providers that are
-// not open.
-func (v *viewCtx) distances(ti int) []distItem {
-	if v.dist != nil {
-		return v.dist.items[ti]
-	}
-	ix := v.ix
-	ix.cacheMu.Lock()
-	c := ix.distCache[v.c.ID]
-	ix.cacheMu.Unlock()
-	if c == nil || c.epoch != ix.coordEpoch || c.lat != v.clat || c.lon != v.clon {
-		c = &distCache{epoch: ix.coordEpoch, lat: v.clat, lon: v.clon}
-		for id, ps := range ix.providers {
-			if !ps.hasCoords {
-				continue
-			}
-			d := DistanceKM(v.clat, v.clon, ps.lat, ps.lon)
-			for t := range chunkTypes {
-				if ps.total[t] > 0 {
-					c.items[t] = append(c.items[t], distItem{id: id, dist: d})
-				}
-			}
-		}
-		for t := range chunkTypes {
-			slices.SortFunc(c.items[t], func(a, b distItem) int {
-				if a.dist != b.dist {
-					return cmp.Compare(a.dist, b.dist)
-				}
-				return strings.Compare(a.id, b.id)
-			})
-		}
-		ix.cacheMu.Lock()
-		ix.distCache[v.c.ID] = c
-		ix.cacheMu.Unlock()
-	}
-	v.dist = c
-	return c.items[ti]
-}
-
-// distItem is a provider and its distance from the consumer.
-type distItem struct {
-	id   string
-	dist float64
 }
 
 // validCoord reports whether a consumer location is usable.

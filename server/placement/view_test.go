@@ -694,8 +694,8 @@ func TestWeightedInFlightBlocks(t *testing.T) {
 	}
 }
 
-// TestConcurrentUse runs views (which fill the per-consumer distance
-// cache under the read lock) against mutations; run with -race.
+// TestConcurrentUse runs views (which rebuild the shared distance index
+// under the read lock) against mutations; run with -race.
 func TestConcurrentUse(t *testing.T) {
 	ix := NewIndex(DefaultChunkConfig())
 	for i := range 50 {

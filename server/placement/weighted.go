@@ -226,7 +226,7 @@ func freeOf(ti int) func(*provState) float64 {
 
 // weightedBounds returns the normalisation of chunk type ti: per metric the
 // first and last candidate with a value in its order (price, carbon and
-// free trees, the consumer's distance order).
+// free trees, the distance index nearest and farthest first).
 func (v *viewCtx) weightedBounds(ti int) *weightedNorm {
 	n := &weightedNorm{w: weightArray(v.weights)}
 	tr := &v.ix.trees[ti]
