@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -85,6 +86,10 @@ type Config struct {
 	// dashboard (http://host:port of the dashboard listener, no token).
 	DashboardURL string
 	Viewers      int
+	// MetricsURL, when set, is the broker's /metrics: its own request
+	// latency histogram is read at both ends of the window, so the report
+	// tells the broker's share of the latency from the generator's.
+	MetricsURL string
 	// RequestTimeout bounds one request besides a long-poll's wait
 	// (default 30 s).
 	RequestTimeout time.Duration
@@ -498,6 +503,8 @@ type window struct {
 	gStart, gEnd       time.Duration
 	viewMsgs           int64
 	rss                rssStats
+	// hStart, hEnd: the broker's latency histogram (nil: not scraped).
+	hStart, hEnd brokerHist
 }
 
 // measureWindow waits for the window, then measures broker and generator
@@ -515,6 +522,11 @@ func measureWindow(ctx context.Context, cfg *Config, rec *recorder, views *viewe
 		return m, err
 	}
 	m.gStart = selfCPU()
+	if cfg.MetricsURL != "" {
+		if m.hStart, err = scrapeBrokerHist(ctx, cfg.MetricsURL); err != nil {
+			cfg.Log.Warn("The broker's latency histogram is not read; the report shows the generator's latencies only", "err", err)
+		}
+	}
 	viewMsgs0 := views.messages.Load()
 	m.rss.sample(cfg.BrokerPID)
 	tick := time.NewTicker(time.Second)
@@ -534,6 +546,12 @@ sampling:
 	}
 	m.bEnd, _ = procCPU(cfg.BrokerPID)
 	m.gEnd = selfCPU()
+	if m.hStart != nil {
+		var err error
+		if m.hEnd, err = scrapeBrokerHist(ctx, cfg.MetricsURL); err != nil {
+			cfg.Log.Warn("The broker's latency histogram is not read; the report shows the generator's latencies only", "err", err)
+		}
+	}
 	m.rss.sample(cfg.BrokerPID)
 	m.loadEnd = loadAverage()
 	m.viewMsgs = views.messages.Load() - viewMsgs0
@@ -557,6 +575,14 @@ func report(cfg *Config, rec *recorder, issued Issued, m window) *Report {
 		for k, v := range rec.errs[rt] {
 			rs.Errors[k] = v
 			rs.ErrorCount += v
+		}
+		if m.hEnd != nil {
+			if le, n := quantileBound(m.hStart, m.hEnd, rt, 0.99); n > 0 {
+				rs.BrokerP99LeMs = -1 // above the histogram's last bound
+				if !math.IsInf(le, 1) {
+					rs.BrokerP99LeMs = le * 1000
+				}
+			}
 		}
 		if rt == RouteInstructions && cfg.Instructions == LongPoll {
 			rs.Note = "long-poll: latency includes the wait (" + cfg.LongPollWait.String() + ")"

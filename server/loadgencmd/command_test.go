@@ -61,6 +61,9 @@ func TestLoadgenAgainstTheRealBroker(t *testing.T) {
 		if r.Requests == 0 || r.P50Ms <= 0 || r.P99Ms < r.P50Ms || r.MaxMs < r.P99Ms {
 			t.Errorf("route %s: %d requests, p50 %.3f, p99 %.3f, max %.3f ms: want requests and ordered percentiles", r.Route, r.Requests, r.P50Ms, r.P99Ms, r.MaxMs)
 		}
+		if r.BrokerP99LeMs == 0 {
+			t.Errorf("route %s: no broker-side p99 (the broker's /metrics histogram was not read)", r.Route)
+		}
 	}
 	for name, v := range map[string]float64{
 		"broker CPU per request": rep.BrokerCPUMsPerRequest, "broker RSS": rep.BrokerRSSMiBMax,
