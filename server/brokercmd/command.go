@@ -11,8 +11,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
