@@ -83,6 +83,13 @@ func readPage(u *ui, p playwright.Page, root string) shownPage {
 
 // Formatting of the broker's values as the pages show them (docs/ui.md,
 // Units).
+// The functions from eur to chunksText, useText and nodeState say, from
+// the broker's and the agents' own data, what each cell must read. They
+// are the audit's specification of the wording (docs/ui.md), written
+// apart from the pages' formatters on purpose: some repeat a formatter
+// line for line (sharingText is web's sharingSummary), and calling the
+// formatter instead would make the audit compare the pages with
+// themselves, blind to a formatter that shows the wrong value or unit.
 func eur(v float64) string { return fmt.Sprintf("%.4f EUR/h", v) }
 
 func gkwh(v *float64) string {
