@@ -143,6 +143,9 @@ func TestOverviewChosenProvider(t *testing.T) {
 		// Choice: both growable; the consumer agent's pick (p2, not the
 		// first by id) is the one shown.
 		{"choice, the consumer's pick", api.PlacementChoice, "p2", false, "p2"},
+		// Only the pick changes (no placement input does, so the epoch
+		// stands): the overview follows it, not a pick cached before.
+		{"choice, the consumer picks again", api.PlacementChoice, "p1", false, "p1"},
 		// p2 full: the view spills to p1.
 		{"price, cheapest full", api.PlacementPrice, "p2", true, "p1"},
 		// Choice with the pick full: the pick is stale, ignored.
