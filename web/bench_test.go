@@ -213,7 +213,9 @@ func drain(c *live.Client) {
 // (the charts are rendered again), "new-explanations" (the why panel is
 // rendered again) and "uncached" (the whole page from scratch: what every
 // publication cost before the parts were cached). "unchanged" well below
-// "uncached" is the cache working.
+// "uncached" is the cache working. bytes/publication is what a connected
+// viewer is sent (the panels whose HTML changed; the whole page before the
+// deltas), bytes/page the whole fragment a joining viewer is sent.
 func BenchmarkDashboardLive(b *testing.B) {
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	ov := federation(t0, 250, 250)
@@ -238,14 +240,15 @@ func BenchmarkDashboardLive(b *testing.B) {
 			}
 			ctx := context.Background()
 			var buf bytes.Buffer
+			var sent, page int // bytes sent to a viewer, and of the whole page
 			publish := func() {
-				buf.Reset()
-				comp, err := d.renderLive(ctx)
-				if err == nil {
-					err = comp.Render(ctx, &buf)
-				}
+				parts, err := d.site.renderParts(ctx)
 				if err != nil {
 					b.Fatal(err)
+				}
+				sent, page = len(d.site.delta(parts)), 0
+				for _, p := range parts {
+					page += len(p)
 				}
 			}
 			publish() // the parts are cached
@@ -267,11 +270,14 @@ func BenchmarkDashboardLive(b *testing.B) {
 					if err := templ.Join(views.DashboardLive(vm), views.EventList(vm)).Render(ctx, &buf); err != nil {
 						b.Fatal(err)
 					}
+					sent, page = buf.Len(), buf.Len()
 					continue
 				}
 				publish()
 			}
-			b.ReportMetric(float64(buf.Len()), "bytes/publication")
+			// What a connected viewer is sent: the panels that changed.
+			b.ReportMetric(float64(sent), "bytes/publication")
+			b.ReportMetric(float64(page), "bytes/page")
 			// The cache working is part of the guard: an unchanged page
 			// renders neither the charts nor the explanations again.
 			if bc == "unchanged" && (d.parts.charts.renders != 1 || d.parts.why.renders != 1) {

@@ -64,7 +64,11 @@ func (b *console) setup(role string, backend liveBackend, opts ConsoleOptions, c
 	s.authn = a
 	s.loginHint = "The console printed its token once, when it first started (or read it from its token file or Secret)."
 	s.subscribe = backend.Subscribe
-	s.render = c.renderLive
+	s.render = func(ctx context.Context) ([]templ.Component, error) {
+		// A console's fragment is small: one part, sent whole on a change.
+		comp, err := c.renderLive(ctx)
+		return []templ.Component{comp}, err
+	}
 	b.site, b.mount = s, c.Mount
 	return nil
 }

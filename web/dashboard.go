@@ -310,7 +310,10 @@ func (d *Dashboard) get(c *fiber.Ctx) error {
 	return d.site.renderPage(c, fiber.StatusOK, views.DashboardPage(d.site.page(c, "Federation dashboard", "", true), vm))
 }
 
-func (d *Dashboard) renderLive(ctx context.Context) (templ.Component, error) {
+// renderLive is the live fragment: the page's panels and the events list,
+// each with an id of its own, so that a publication carries only the ones
+// that changed.
+func (d *Dashboard) renderLive(ctx context.Context) ([]templ.Component, error) {
 	vm, err := d.model(ctx)
 	if err != nil {
 		return nil, err
@@ -321,7 +324,7 @@ func (d *Dashboard) renderLive(ctx context.Context) (templ.Component, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render the events: %w", err)
 	}
-	return templ.Join(views.DashboardLive(vm), events), nil
+	return append(views.DashboardLiveParts(vm), events), nil
 }
 
 // model builds the page's view model from the (cached) overview and the

@@ -251,8 +251,24 @@ func TestPublishShowsAndClearsBackendProblems(t *testing.T) {
 	}
 	src.fail.Store(false)
 	d.site.publish(ctx)
-	if got := last(); !strings.Contains(got, `<div id="backend-state" hidden>`) || !strings.Contains(got, `id="live"`) {
+	if got := last(); !strings.Contains(got, `<div id="backend-state" hidden>`) || !strings.Contains(got, `id="live-summary"`) {
 		t.Fatalf("recovered backend: pushed %q; want the state and a hidden notice", got)
+	}
+	// Failing again: the viewer is sent the notice alone (it keeps the
+	// panels it shows); a viewer joining now gets those panels and the
+	// notice.
+	src.fail.Store(true)
+	d.site.publish(ctx)
+	if got := last(); !strings.Contains(got, `data-testid="backend-state"`) || strings.Contains(got, `id="live-summary"`) {
+		t.Fatalf("failing again: pushed %q; want the notice alone", got)
+	}
+	late, err := d.site.hub.Register(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.site.hub.Unregister(late)
+	if got := string(<-late.Send()); !strings.Contains(got, `id="live-summary"`) || !strings.Contains(got, `data-testid="backend-state"`) || strings.Contains(got, `<div id="backend-state" hidden>`) {
+		t.Fatalf("a viewer joining while the backend fails got %q; want the last panels and the notice", got)
 	}
 }
 

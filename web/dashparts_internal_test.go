@@ -3,11 +3,15 @@ package web
 import (
 	"bytes"
 	"context"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -80,10 +84,47 @@ func freshLive(t *testing.T, d *Dashboard, src *partsSource) []byte {
 	}
 	vm.Totals = buildTotals(ov.Consumers, exs, d.site.currency)
 	var buf bytes.Buffer
-	if err := views.DashboardLive(vm).Render(ctx, &buf); err != nil {
-		t.Fatal(err)
+	for _, part := range views.DashboardLiveParts(vm) {
+		if err := part.Render(ctx, &buf); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return buf.Bytes()
+}
+
+// topLevel is each top-level element of an HTML fragment by its id, as the
+// HTML parser reads it (the live script replaces elements by id).
+func topLevel(t *testing.T, frag []byte) map[string]string {
+	t.Helper()
+	ctx := &html.Node{Type: html.ElementNode, Data: "body", DataAtom: atom.Body}
+	nodes, err := html.ParseFragment(bytes.NewReader(frag), ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, n := range nodes {
+		if n.Type != html.ElementNode {
+			continue
+		}
+		var id string
+		for _, a := range n.Attr {
+			if a.Key == "id" {
+				id = a.Val
+			}
+		}
+		if id == "" {
+			t.Fatalf("a top-level <%s> of the live fragment has no id: the live script cannot place it", n.Data)
+		}
+		if _, dup := out[id]; dup {
+			t.Fatalf("two top-level elements with id %q", id)
+		}
+		var b strings.Builder
+		if err := html.Render(&b, n); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = b.String()
+	}
+	return out
 }
 
 // TestLivePartsAreNeverStale changes each input of the live dashboard in
@@ -122,6 +163,14 @@ func TestLivePartsAreNeverStale(t *testing.T) {
 		}
 	}
 	before := renders()
+	// page is what a browser that had every publication shows: each
+	// delta's elements replace the ones with their ids.
+	page := map[string]string{}
+	ids := map[string]string{
+		"charts": "charts-panel", "why": "why-panel", "providers": "providers-panel", "consumers": "consumers-panel",
+		"moves": "moves-panel", "totals": "totals-panel", "reservations": "reservations-panel",
+		"instructions": "instructions-panel", "events": "event-list",
+	}
 	for _, step := range []struct {
 		name   string
 		change func()
@@ -166,18 +215,31 @@ func TestLivePartsAreNeverStale(t *testing.T) {
 		{"no explanation left", func() { src.set(func(p *partsSource) { p.exs = nil }) }, []string{"why"}},
 	} {
 		step.change()
-		comp, err := d.renderLive(context.Background())
+		parts, err := d.site.renderParts(context.Background())
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		var got bytes.Buffer
-		if err := comp.Render(context.Background(), &got); err != nil {
-			t.Fatalf("%s: %v", step.name, err)
-		}
+		got := bytes.Join(parts, nil)
 		want := freshLive(t, d, src)
-		// renderLive adds the events list after the live part.
-		if !bytes.HasPrefix(got.Bytes(), want) {
-			t.Fatalf("%s: the cached page differs from a fresh render\n got %s\nwant %s", step.name, got.Bytes(), want)
+		// renderLive adds the events list after the panels.
+		if !bytes.HasPrefix(got, want) {
+			t.Fatalf("%s: the cached page differs from a fresh render\n got %s\nwant %s", step.name, got, want)
+		}
+		delta := topLevel(t, d.site.delta(parts))
+		maps.Copy(page, delta)
+		if whole := topLevel(t, got); !maps.Equal(page, whole) {
+			var stale []string
+			for id, h := range whole {
+				if page[id] != h {
+					stale = append(stale, id)
+				}
+			}
+			t.Fatalf("%s: a page kept current by the deltas shows stale %v (want every element as the whole fragment has it)", step.name, stale)
+		}
+		for _, name := range all {
+			if _, sent := delta[ids[name]]; sent && !slices.Contains(step.rendered, name) {
+				t.Errorf("%s: the delta carries the %s, which did not change", step.name, name)
+			}
 		}
 		now := renders()
 		var again []string

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"path"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -40,10 +41,10 @@ type site struct {
 	// running guards against a second Run.
 	running atomic.Bool
 	// failingSince is when the backend first failed to answer (zero: it
-	// answers); owned by the publisher goroutine, like lastSize, the size
-	// of the last fragment published.
+	// answers); owned by the publisher goroutine, like sent, the parts of
+	// the last publication (the backend's state notice last).
 	failingSince time.Time
-	lastSize     int
+	sent         [][]byte
 	// logins bounds failed login attempts per client.
 	logins *auth.Throttle
 	title  string
@@ -62,15 +63,18 @@ type site struct {
 	// renderShare is the fraction of one core the publisher may spend: after
 	// a publication that took d, the next waits at least d/renderShare.
 	renderShare float64
-	// publications counts rendered-and-broadcast fragments (tests and
-	// benchmarks read it).
+	// publications counts the publications done, each counted once its
+	// message is with the hub (tests and benchmarks read it).
 	publications atomic.Int64
 	wsOpts       live.WSOptions
 	// life bounds websocket connections; cancelled when Run returns.
 	life       context.Context
 	lifeCancel context.CancelFunc
-	// render builds the live fragment broadcast to every client.
-	render func(ctx context.Context) (templ.Component, error)
+	// render builds the live fragment broadcast to every client, in parts:
+	// each part is one or more top-level elements with ids (the live script
+	// replaces an element by its id), and a publication carries only the
+	// parts whose HTML changed since the last (see send).
+	render func(ctx context.Context) ([]templ.Component, error)
 	// subscribe is the backend's change signal.
 	subscribe func(ctx context.Context) <-chan struct{}
 }
@@ -448,39 +452,103 @@ func (p *publisher) stop() {
 // publish renders and broadcasts the live fragment. When the backend cannot
 // be read, browsers keep the last state and get a notice saying since when
 // it is stale; the notice goes away with the next good update. It runs on
-// the publisher goroutine only (failingSince is not shared).
+// the publisher goroutine only (failingSince and sent are not shared).
 func (s *site) publish(ctx context.Context) {
-	s.publications.Add(1)
-	var buf bytes.Buffer
-	// Sized from the last fragment: growing a buffer of megabytes by
-	// doubling copies it about twice over.
-	buf.Grow(s.lastSize + s.lastSize/8)
-	comp, err := s.render(ctx)
-	if err == nil {
-		err = comp.Render(ctx, &buf)
-	}
+	defer s.publications.Add(1)
+	parts, err := s.renderParts(ctx)
 	if err != nil {
 		if s.failingSince.IsZero() {
 			s.failingSince = s.clock.Now()
 			s.log.Warn("live update: backend state unavailable", "err", err)
 		}
-		buf.Reset()
+		var buf bytes.Buffer
 		msg := "The state could not be read since " + clockTime(s.failingSince) + " UTC (retrying); the page shows the last known state."
 		if err := views.BackendState(msg).Render(ctx, &buf); err != nil {
 			return
 		}
-		s.hub.Broadcast(ctx, buf.Bytes())
+		// The panels last sent stay, with the notice.
+		kept := s.sent[:max(len(s.sent)-1, 0)]
+		s.send(ctx, append(slices.Clip(kept), buf.Bytes()))
 		return
 	}
 	if !s.failingSince.IsZero() {
 		s.log.Info("live update: backend state readable again", "after", s.clock.Since(s.failingSince).String())
 		s.failingSince = time.Time{}
 	}
+	var buf bytes.Buffer
 	if err := views.BackendState("").Render(ctx, &buf); err != nil {
 		return
 	}
-	s.lastSize = buf.Len()
-	s.hub.Broadcast(ctx, buf.Bytes())
+	s.send(ctx, append(parts, buf.Bytes()))
+}
+
+// renderParts renders the live fragment's parts. A part rendered before
+// (cached by its page) is taken as it is, without a copy.
+func (s *site) renderParts(ctx context.Context) ([][]byte, error) {
+	comps, err := s.render(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, 0, len(comps)+1)
+	for i, c := range comps {
+		if r, ok := c.(rendered); ok {
+			out = append(out, r)
+			continue
+		}
+		var buf bytes.Buffer
+		if i < len(s.sent) {
+			// Sized from the last time: growing a buffer of megabytes by
+			// doubling copies it about twice over.
+			buf.Grow(len(s.sent[i]) + len(s.sent[i])/8)
+		}
+		if err := c.Render(ctx, &buf); err != nil {
+			return nil, err
+		}
+		out = append(out, buf.Bytes())
+	}
+	return out, nil
+}
+
+// send publishes the whole fragment full with its delta: a browser that
+// has had every publication since it joined receives only the delta
+// (nothing when no part changed), one that joins the whole fragment
+// (live.Hub).
+func (s *site) send(ctx context.Context, full [][]byte) {
+	s.hub.Publish(ctx, live.Message{Delta: s.delta(full), Full: full})
+}
+
+// delta is the parts of full whose HTML differs from the last
+// publication's (every part when their number changed), concatenated; full
+// becomes the last publication.
+func (s *site) delta(full [][]byte) []byte {
+	changed := make([]bool, len(full))
+	n := 0
+	for i, p := range full {
+		changed[i] = len(full) != len(s.sent) || !sameBytes(p, s.sent[i])
+		if changed[i] {
+			n += len(p)
+		}
+	}
+	out := make([]byte, 0, n)
+	for i, p := range full {
+		if changed[i] {
+			out = append(out, p...)
+		}
+	}
+	s.sent = full
+	return out
+}
+
+// sameBytes is bytes.Equal that first asks whether a and b are the same
+// slice: a cached part is handed out again unchanged.
+func sameBytes(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	if len(a) == 0 || &a[0] == &b[0] {
+		return true
+	}
+	return bytes.Equal(a, b)
 }
 
 // formValue returns a copy of a form field: Fiber's strings alias buffers

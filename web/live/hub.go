@@ -2,11 +2,15 @@
 // websockets. A Hub owns its clients in one goroutine and fans every
 // broadcast out to bounded per-client buffers; a client whose buffer is full
 // is too slow and is dropped (its socket is closed, the browser reconnects
-// and receives the latest fragment at once). ServeWS bridges Fiber (fasthttp)
-// to github.com/coder/websocket by hijacking the connection.
+// and receives the latest fragment at once). A publication may carry only
+// what changed since the one before (Message.Delta): a client that has not
+// had every publication since it joined gets the whole fragment instead.
+// ServeWS bridges Fiber (fasthttp) to github.com/coder/websocket by
+// hijacking the connection.
 package live
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -24,8 +28,20 @@ const DefaultClientBuffer = 8
 type Client struct {
 	send chan []byte
 	done chan struct{}
-	// closed is touched only by the hub goroutine.
-	closed bool
+	// closed and current are touched only by the hub goroutine. current:
+	// the client was sent a whole fragment and every publication since, so
+	// a delta brings it up to date.
+	closed, current bool
+}
+
+// Message is one publication. Full is the whole fragment, in parts that
+// are concatenated only when a client needs them (one that joins, or one
+// that has not been sent a whole fragment yet); Delta is what changed
+// since the hub's previous publication, sent to every other client (empty:
+// nothing for them). The slices must not be modified afterwards.
+type Message struct {
+	Delta []byte
+	Full  [][]byte
 }
 
 // Send delivers the messages to write to the browser, oldest first.
@@ -41,7 +57,7 @@ type Hub struct {
 	bufSize    int
 	register   chan *Client
 	unregister chan *Client
-	broadcast  chan []byte
+	broadcast  chan Message
 	dropAll    chan struct{}
 	stopped    chan struct{}
 	// wanted signals (buffer 1) that a client joined a hub without a
@@ -65,7 +81,7 @@ func NewHub(log *slog.Logger, bufSize int) *Hub {
 		bufSize:    bufSize,
 		register:   make(chan *Client),
 		unregister: make(chan *Client),
-		broadcast:  make(chan []byte),
+		broadcast:  make(chan Message),
 		dropAll:    make(chan struct{}),
 		stopped:    make(chan struct{}),
 		wanted:     make(chan struct{}, 1),
@@ -78,14 +94,15 @@ var ErrHubStopped = errors.New("live hub is stopped")
 // Run owns the client set until ctx is done; then every client is dropped.
 // Run must be called exactly once.
 //
-// The last broadcast fragment is kept only while at least one client is
-// connected: a publisher that stops publishing when nobody watches (see
-// Wanted) would otherwise hand a stale fragment to the next client. A
-// broadcast that finds no client is discarded for the same reason.
+// The last publication's whole fragment is kept only while at least one
+// client is connected: a publisher that stops publishing when nobody
+// watches (see Wanted) would otherwise hand a stale fragment to the next
+// client. A publication that finds no client is discarded for the same
+// reason.
 func (h *Hub) Run(ctx context.Context) {
 	defer close(h.stopped)
 	clients := make(map[*Client]struct{})
-	var last []byte
+	var last [][]byte // the last publication's whole fragment, in parts
 	drop := func(c *Client) {
 		if c.closed {
 			return
@@ -109,7 +126,8 @@ func (h *Hub) Run(ctx context.Context) {
 			clients[c] = struct{}{}
 			h.clients.Store(int64(len(clients)))
 			if last != nil {
-				c.send <- last // fresh buffer: never blocks
+				c.send <- bytes.Join(last, nil) // fresh buffer: never blocks
+				c.current = true
 			} else {
 				select {
 				case h.wanted <- struct{}{}:
@@ -126,10 +144,21 @@ func (h *Hub) Run(ctx context.Context) {
 			if len(clients) == 0 {
 				continue
 			}
-			last = msg
+			last = msg.Full
+			var full []byte // joined once, for the clients that need it
 			for c := range clients {
+				out := msg.Delta
+				if !c.current {
+					if full == nil {
+						full = bytes.Join(msg.Full, nil)
+					}
+					out, c.current = full, true
+				}
+				if len(out) == 0 {
+					continue
+				}
 				select {
-				case c.send <- msg:
+				case c.send <- out:
 				default:
 					h.dropped.Add(1)
 					h.log.Info("dropping slow websocket client", "pending", len(c.send))
@@ -163,10 +192,17 @@ func (h *Hub) Unregister(c *Client) {
 	}
 }
 
-// Broadcast queues msg for every client and remembers it for clients that
-// register later. msg must not be modified afterwards. It returns false when
-// ctx is done or the hub stopped before the message was taken.
+// Broadcast publishes msg as the whole fragment (Publish with msg as both
+// the delta and the whole).
 func (h *Hub) Broadcast(ctx context.Context, msg []byte) bool {
+	return h.Publish(ctx, Message{Delta: msg, Full: [][]byte{msg}})
+}
+
+// Publish queues msg.Delta for every client that has had every publication
+// since it joined and the whole fragment for every other, and remembers the
+// whole fragment for clients that register later. It returns false when
+// ctx is done or the hub stopped before the message was taken.
+func (h *Hub) Publish(ctx context.Context, msg Message) bool {
 	select {
 	case h.broadcast <- msg:
 		return true

@@ -230,3 +230,72 @@ func TestWebsocketThroughFiber(t *testing.T) {
 		t.Fatalf("plain GET: %d, want 426", r.StatusCode)
 	}
 }
+
+// TestHubSendsDeltasOnlyToCurrentClients: a client gets a publication's
+// delta only when it had the whole fragment and every publication since;
+// a client that joins gets the whole fragment, at once when the hub has
+// one, else with the next publication; an empty delta sends nothing.
+func TestHubSendsDeltasOnlyToCurrentClients(t *testing.T) {
+	h, ctx := startHub(t, 8)
+	publish := func(delta string, full ...string) {
+		t.Helper()
+		parts := make([][]byte, len(full))
+		for i, p := range full {
+			parts[i] = []byte(p)
+		}
+		if !h.Publish(ctx, Message{Delta: []byte(delta), Full: parts}) {
+			t.Fatal("publication refused")
+		}
+	}
+	nothing := func(c *Client, name string) {
+		t.Helper()
+		// The hub handles one message at a time: once a later
+		// publication reached a, any earlier one would be before it.
+		select {
+		case m := <-c.Send():
+			t.Fatalf("%s got %q, want nothing", name, m)
+		default:
+		}
+	}
+	a, err := h.Register(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-h.Wanted()
+	publish("<b1>", "<a1>", "<b1>")
+	if got := recv(t, a); got != "<a1><b1>" {
+		t.Fatalf("a client that joined before any fragment got %q, want the whole fragment", got)
+	}
+	b, _ := h.Register(ctx)
+	if got := recv(t, b); got != "<a1><b1>" {
+		t.Fatalf("a joiner got %q, want the last whole fragment", got)
+	}
+	publish("<b2>", "<a1>", "<b2>")
+	for name, c := range map[string]*Client{"a": a, "b": b} {
+		if got := recv(t, c); got != "<b2>" {
+			t.Fatalf("%s got %q, want the delta", name, got)
+		}
+	}
+	publish("", "<a1>", "<b2>") // nothing changed
+	publish("<a3>", "<a3>", "<b2>")
+	for name, c := range map[string]*Client{"a": a, "b": b} {
+		if got := recv(t, c); got != "<a3>" {
+			t.Fatalf("%s got %q, want the delta after an empty one was skipped", name, got)
+		}
+		nothing(c, name)
+	}
+	c, _ := h.Register(ctx)
+	if got := recv(t, c); got != "<a3><b2>" {
+		t.Fatalf("a late joiner got %q, want the whole fragment of the last publication", got)
+	}
+	for _, x := range []*Client{a, b, c} {
+		h.Unregister(x)
+		<-x.Done()
+	}
+	d, _ := h.Register(ctx)
+	<-h.Wanted()
+	publish("<b4>", "<a4>", "<b4>")
+	if got := recv(t, d); got != "<a4><b4>" {
+		t.Fatalf("a client joining an empty hub got %q, want the whole fragment of the next publication, not its delta", got)
+	}
+}

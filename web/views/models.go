@@ -75,6 +75,25 @@ type DashboardParts struct {
 	Charts, Providers, Consumers, Migrations, Totals, Why, Reservations, Instructions templ.Component
 }
 
+// DashboardLiveParts are the live dashboard's panels in page order, each a
+// top-level element with an id of its own (the live script replaces an
+// element by its id): a live update carries only the panels that changed.
+// Every part renders its element whatever the data, so that each is on the
+// page to be replaced.
+func DashboardLiveParts(d Dashboard) []templ.Component {
+	return []templ.Component{
+		DashboardSummary(d),
+		cached(d.Parts.Charts, ChartsPanel(d.Ranges, d.Legend)),
+		cached(d.Parts.Providers, ProvidersPanel(d.Providers)),
+		cached(d.Parts.Consumers, ConsumersPanel(d.Consumers)),
+		cached(d.Parts.Migrations, MigrationsPanel(d.Migrations)),
+		cached(d.Parts.Totals, TotalsPanel(d.Totals)),
+		cached(d.Parts.Why, WhyPanel(d.Why)),
+		cached(d.Parts.Reservations, ReservationsPanel(d.Reservations)),
+		cached(d.Parts.Instructions, InstructionsPanel(d.Instructions)),
+	}
+}
+
 // cached is part when it is set, else render.
 func cached(part, render templ.Component) templ.Component {
 	if part != nil {

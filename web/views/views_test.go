@@ -9,6 +9,7 @@ import (
 
 	"github.com/a-h/templ"
 	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
 )
 
 func render(t *testing.T, c templ.Component) *html.Node {
@@ -151,16 +152,41 @@ func TestDashboardLiveRenders(t *testing.T) {
 	if !strings.Contains(text(byTestID(doc, "why-rome-standard")), "0.0520 EUR/h") || byTestID(doc, "events") == nil || text(byTestID(doc, "spend-federation")) != "0.0520 EUR/h" {
 		t.Fatal("why, events or totals not rendered")
 	}
-	// The live fragment is one element with an id the client swaps.
-	frag := render(t, DashboardLive(d))
-	var live *html.Node
-	walk(frag, func(n *html.Node) {
-		if id, _ := attr(n, "id"); id == "live" {
-			live = n
+	// Each live part is one element with an id of its own, the one the
+	// client swaps, and the page has every one of them (a part missing
+	// from the page would never be shown).
+	page := render(t, DashboardPage(Page{Title: "t"}, d))
+	seen := map[string]bool{}
+	for _, part := range DashboardLiveParts(d) {
+		var buf bytes.Buffer
+		if err := part.Render(context.Background(), &buf); err != nil {
+			t.Fatal(err)
 		}
-	})
-	if live == nil {
-		t.Fatal("the live fragment has no #live root")
+		nodes, err := html.ParseFragment(&buf, &html.Node{Type: html.ElementNode, Data: "body", DataAtom: atom.Body})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, n := range nodes {
+			id, _ := attr(n, "id")
+			if n.Type != html.ElementNode || id == "" {
+				t.Fatalf("a live part has a top-level node without an id: %q", buf.String())
+			}
+			ids = append(ids, id)
+		}
+		if len(ids) != 1 || seen[ids[0]] {
+			t.Fatalf("a live part renders elements %v, want one element with an id no other part has", ids)
+		}
+		seen[ids[0]] = true
+		found := false
+		walk(page, func(n *html.Node) {
+			if id, _ := attr(n, "id"); id == ids[0] {
+				found = true
+			}
+		})
+		if !found {
+			t.Fatalf("the page has no #%s for the live updates to replace", ids[0])
+		}
 	}
 }
 

@@ -342,7 +342,7 @@ func WhyPanel(ws []Why) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<section class=\"panel\" aria-labelledby=\"why-h\"><h2 id=\"why-h\">Why this provider</h2>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<section class=\"panel\" id=\"why-panel\" aria-labelledby=\"why-h\"><h2 id=\"why-h\">Why this provider</h2>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -604,7 +604,7 @@ func TotalsPanel(rows []TotalsRow) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, "<section class=\"panel\" aria-labelledby=\"tot-h\"><h2 id=\"tot-h\">Spend and carbon <span class=\"muted\">· borrowed capacity; today and this month in UTC</span></h2><div class=\"scroll-x\"><table data-testid=\"totals\"><thead><tr><th scope=\"col\">Consumer</th><th scope=\"col\" class=\"num\">Chunks</th><th scope=\"col\" class=\"num\">Spend now</th><th scope=\"col\" class=\"num\">Today</th><th scope=\"col\" class=\"num\">This month</th><th scope=\"col\" class=\"num\">Carbon now</th><th scope=\"col\">On the most expensive</th><th scope=\"col\" class=\"num\">Saving</th><th scope=\"col\">On the Standard choice</th><th scope=\"col\" class=\"num\">Saving</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 52, "<section class=\"panel\" id=\"totals-panel\" aria-labelledby=\"tot-h\"><h2 id=\"tot-h\">Spend and carbon <span class=\"muted\">· borrowed capacity; today and this month in UTC</span></h2><div class=\"scroll-x\"><table data-testid=\"totals\"><thead><tr><th scope=\"col\">Consumer</th><th scope=\"col\" class=\"num\">Chunks</th><th scope=\"col\" class=\"num\">Spend now</th><th scope=\"col\" class=\"num\">Today</th><th scope=\"col\" class=\"num\">This month</th><th scope=\"col\" class=\"num\">Carbon now</th><th scope=\"col\">On the most expensive</th><th scope=\"col\" class=\"num\">Saving</th><th scope=\"col\">On the Standard choice</th><th scope=\"col\" class=\"num\">Saving</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
