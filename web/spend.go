@@ -183,18 +183,16 @@ func consoleTotals(id string, ex api.PlacementExplanation, cur string) *views.To
 // federation's sum. Savings are shown only where both sides are fully
 // priced.
 func buildTotals(cs []api.OverviewConsumer, exs []api.PlacementExplanation, cur string) []views.TotalsRow {
-	byID := map[string]api.PlacementExplanation{}
-	for _, ex := range exs {
-		byID[ex.ConsumerClusterID] = ex
+	// Pointers into exs: an explanation is large, and this runs at every
+	// publication of the live dashboard.
+	byID := make(map[string]*api.PlacementExplanation, len(exs))
+	for i := range exs {
+		byID[exs[i].ConsumerClusterID] = &exs[i]
 	}
 	fed := consumerTotals{dearOK: true, stdOK: true}
-	var rows []views.TotalsRow
+	rows := make([]views.TotalsRow, 0, len(cs)+1)
 	for _, c := range cs {
-		ex, explained := byID[c.ClusterID]
-		var exp *api.PlacementExplanation
-		if explained {
-			exp = &ex
-		}
+		exp, explained := byID[c.ClusterID]
 		t := totalsOf(c.Spend, exp)
 		rows = append(rows, totalsRow(c.ClusterID, t, explained, cur))
 		fed.chunks += t.chunks

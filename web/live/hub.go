@@ -101,70 +101,91 @@ var ErrHubStopped = errors.New("live hub is stopped")
 // reason.
 func (h *Hub) Run(ctx context.Context) {
 	defer close(h.stopped)
-	clients := make(map[*Client]struct{})
-	var last [][]byte // the last publication's whole fragment, in parts
-	drop := func(c *Client) {
-		if c.closed {
-			return
-		}
-		c.closed = true
-		close(c.done)
-		delete(clients, c)
-		h.clients.Store(int64(len(clients)))
-		if len(clients) == 0 {
-			last = nil
-		}
-	}
+	st := &hubState{h: h, clients: make(map[*Client]struct{})}
 	for {
 		select {
 		case <-ctx.Done():
-			for c := range clients {
-				drop(c)
-			}
+			st.dropAll()
 			return
 		case c := <-h.register:
-			clients[c] = struct{}{}
-			h.clients.Store(int64(len(clients)))
-			if last != nil {
-				c.send <- bytes.Join(last, nil) // fresh buffer: never blocks
-				c.current = true
-			} else {
-				select {
-				case h.wanted <- struct{}{}:
-				default:
-				}
-			}
+			st.join(c)
 		case c := <-h.unregister:
-			drop(c)
+			st.drop(c)
 		case <-h.dropAll:
-			for c := range clients {
-				drop(c)
-			}
+			st.dropAll()
 		case msg := <-h.broadcast:
-			if len(clients) == 0 {
-				continue
+			st.publish(msg)
+		}
+	}
+}
+
+// hubState is what Run's goroutine owns.
+type hubState struct {
+	h       *Hub
+	clients map[*Client]struct{}
+	last    [][]byte // the last publication's whole fragment, in parts
+}
+
+func (st *hubState) drop(c *Client) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	close(c.done)
+	delete(st.clients, c)
+	st.h.clients.Store(int64(len(st.clients)))
+	if len(st.clients) == 0 {
+		st.last = nil
+	}
+}
+
+func (st *hubState) dropAll() {
+	for c := range st.clients {
+		st.drop(c)
+	}
+}
+
+// join adds c and sends it the whole fragment, or asks the publisher for
+// one when there is none.
+func (st *hubState) join(c *Client) {
+	st.clients[c] = struct{}{}
+	st.h.clients.Store(int64(len(st.clients)))
+	if st.last != nil {
+		c.send <- bytes.Join(st.last, nil) // fresh buffer: never blocks
+		c.current = true
+		return
+	}
+	select {
+	case st.h.wanted <- struct{}{}:
+	default:
+	}
+}
+
+// publish sends msg's delta to the current clients and the whole fragment
+// to the others; a client whose buffer is full is dropped.
+func (st *hubState) publish(msg Message) {
+	if len(st.clients) == 0 {
+		return
+	}
+	st.last = msg.Full
+	var full []byte // joined once, for the clients that need it
+	for c := range st.clients {
+		out := msg.Delta
+		if !c.current {
+			if full == nil {
+				full = bytes.Join(msg.Full, nil)
 			}
-			last = msg.Full
-			var full []byte // joined once, for the clients that need it
-			for c := range clients {
-				out := msg.Delta
-				if !c.current {
-					if full == nil {
-						full = bytes.Join(msg.Full, nil)
-					}
-					out, c.current = full, true
-				}
-				if len(out) == 0 {
-					continue
-				}
-				select {
-				case c.send <- out:
-				default:
-					h.dropped.Add(1)
-					h.log.Info("dropping slow websocket client", "pending", len(c.send))
-					drop(c)
-				}
-			}
+			out, c.current = full, true
+		}
+		if len(out) == 0 {
+			continue
+		}
+		select {
+		case c.send <- out:
+		default:
+			st.h.dropped.Add(1)
+			st.h.log.Info("dropping slow websocket client", "pending", len(c.send))
+			st.drop(c)
 		}
 	}
 }
