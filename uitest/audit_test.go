@@ -372,16 +372,19 @@ func dashboardProblem(ov api.Overview, s shownPage) string {
 	return ""
 }
 
-// expectChartsTruth: each chart of the 1-hour range ends at the broker's
+// expectChartsTruth: each chart of the 5-minute range ends at the broker's
 // value for every provider (reserved chunks, price per chunk — no line for
-// an unpriced provider —, weighted carbon), and the legend names the
-// broker's providers. The charts are sampled every 5 s, so they may trail.
+// an unpriced provider —, weighted carbon), at a sample of the last
+// seconds, and the legend names the broker's providers. The charts are
+// sampled every 5 s, so they may trail. The hour's charts are drawn once a
+// minute (web chartCadence): their last points are at most a minute and a
+// sample old.
 func expectChartsTruth(u *ui, tg *Target, dash playwright.Page) {
 	u.t.Helper()
 	pollTruth(u, tg, "the dashboard's charts", func(ov api.Overview) string {
 		raw, err := dash.Evaluate(`() => {
 			const out = {};
-			document.querySelectorAll('[data-testid^="chart-"][data-testid$="-1h"]').forEach((f) => {
+			document.querySelectorAll('[data-testid^="chart-"]').forEach((f) => {
 				out[f.dataset.testid] = [...f.querySelectorAll('circle:not(.hover) title')].map((t) => t.textContent.trim());
 			});
 			out.legend = [...document.querySelectorAll('.legend span')].map((s) => s.textContent.trim());
@@ -393,31 +396,75 @@ func expectChartsTruth(u *ui, tg *Target, dash playwright.Page) {
 		var reserved, price, co2, legend []string
 		for _, a := range ov.Advertisements {
 			legend = append(legend, a.ClusterID)
-			reserved = append(reserved, fmt.Sprintf("%s: %d chunks now", a.ClusterID, a.ReservedChunks))
+			reserved = append(reserved, fmt.Sprintf("%s: %d chunks", a.ClusterID, a.ReservedChunks))
 			if p := priceText(a, ov.Capacity.ChunkSizes); p != "unpriced" {
-				price = append(price, fmt.Sprintf("%s: %s now", a.ClusterID, p))
+				price = append(price, fmt.Sprintf("%s: %s", a.ClusterID, p))
 			}
 			c := a.CarbonWeighted
 			if c == nil {
 				c = a.CarbonIntensity
 			}
 			if c != nil {
-				co2 = append(co2, fmt.Sprintf("%s: %s now", a.ClusterID, gkwh(c)))
+				co2 = append(co2, fmt.Sprintf("%s: %s", a.ClusterID, gkwh(c)))
 			}
 		}
 		for _, w := range []struct {
 			id   string
 			want []string
-		}{{"chart-reserved-1h", reserved}, {"chart-price-1h", price}, {"chart-carbon-1h", co2}, {"legend", legend}} {
-			g := slices.Clone(got[w.id])
+		}{{"chart-reserved-5m", reserved}, {"chart-price-5m", price}, {"chart-carbon-5m", co2}, {"legend", legend}} {
+			var g []string
+			for _, title := range got[w.id] {
+				if w.id != "legend" {
+					value, old := lastPoint(title, 20*time.Second)
+					if old != "" {
+						return w.id + ": " + old
+					}
+					title = value
+				}
+				g = append(g, title)
+			}
 			slices.Sort(g)
 			slices.Sort(w.want)
 			if !slices.Equal(g, w.want) {
 				return fmt.Sprintf("%s ends at %v, the broker has %v", w.id, g, w.want)
 			}
 		}
+		for _, id := range []string{"chart-reserved-1h", "chart-price-1h", "chart-carbon-1h"} {
+			if len(got[id]) != len(got[strings.TrimSuffix(id, "1h")+"5m"]) {
+				return fmt.Sprintf("%s has %d lines, the 5-minute range %d", id, len(got[id]), len(got[strings.TrimSuffix(id, "1h")+"5m"]))
+			}
+			for _, title := range got[id] {
+				if _, old := lastPoint(title, 80*time.Second); old != "" {
+					return id + ": " + old
+				}
+			}
+		}
 		return ""
 	})
+}
+
+// lastPoint splits a chart line's last point's title ("paris: 2 chunks at
+// 13:05:10") into its value ("paris: 2 chunks") and says why its time is
+// not within maxAge of now ("" when it is).
+func lastPoint(title string, maxAge time.Duration) (value, old string) {
+	i := strings.LastIndex(title, " at ")
+	if i < 0 {
+		return title, fmt.Sprintf("the last point %q has no time", title)
+	}
+	at, err := time.Parse("15:04:05", title[i+4:])
+	if err != nil {
+		return title, fmt.Sprintf("the last point %q has no time: %v", title, err)
+	}
+	now := time.Now().UTC()
+	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	age := now.Sub(day.Add(at.Sub(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC))))
+	if age < -12*time.Hour {
+		age += 24 * time.Hour // the point is from before midnight
+	}
+	if age < -2*time.Second || age > maxAge {
+		return title[:i], fmt.Sprintf("the last point %q is %v old, want at most %v", title, age.Round(time.Second), maxAge)
+	}
+	return title[:i], ""
 }
 
 // expectProviderConsoleFacts: provider id's console shows the location,

@@ -50,7 +50,7 @@ func buildChart(id, title, unit string, now time.Time, window time.Duration, ids
 		last := pts[len(pts)-1]
 		c.Lines = append(c.Lines, views.Polyline{
 			Name: ids[i], Color: colorOf(i), Points: svgPoints(vs),
-			LastX: f1(sc.x(last.t)), LastY: f1(sc.y(last.v)), LastTitle: ids[i] + ": " + format(last.v) + " now",
+			LastX: f1(sc.x(last.t)), LastY: f1(sc.y(last.v)), LastTitle: ids[i] + ": " + format(last.v) + " at " + clockTime(last.t),
 			Hover: hover,
 		})
 	}
@@ -211,7 +211,7 @@ func svgPoints(vs []vtx) string {
 }
 
 // ticks are the axes' labels: 0, half and the top of the values; the
-// window in fifths, ending "now".
+// window in fifths, ending at the clock time of now.
 func (sc chartScale) ticks(now time.Time) (yTicks, xTicks []views.Tick) {
 	for _, frac := range []float64{0, 0.5, 1} {
 		v := sc.top * frac
@@ -220,7 +220,9 @@ func (sc chartScale) ticks(now time.Time) (yTicks, xTicks []views.Tick) {
 	const n = 5
 	for i := 0; i <= n; i++ {
 		at := sc.from.Add(sc.window * time.Duration(i) / n)
-		label := "now"
+		// The end is the moment the chart was drawn to (the long ranges
+		// are drawn less often, see chartCadence).
+		label := clockTime(now)
 		if i < n {
 			label = "-" + strconv.FormatFloat(now.Sub(at).Minutes(), 'g', 3, 64) + "m"
 		}

@@ -42,6 +42,14 @@ type DashboardOptions struct {
 	StaleAfter time.Duration
 }
 
+// DefaultDashboardCoalesce is the dashboard's shortest time between two
+// live publications (DashboardOptions.Coalesce): at most one a second. The
+// page counts the ages itself and nobody acts on it, so a second is live
+// enough, and a big federation's dashboard changes between any two
+// publications: each one costs the broker. The consoles, where an operator
+// waits for the result of a form, keep DefaultCoalesce.
+const DefaultDashboardCoalesce = time.Second
+
 // Dashboard is the broker's live, read-only dashboard.
 type Dashboard struct {
 	site *site
@@ -62,11 +70,12 @@ type Dashboard struct {
 }
 
 // dashboardParts are the cached panels of the live dashboard. The charts
-// are keyed by the history's generation (they change only with a new
-// sample, every SampleEvery, and end at it), the explanations by the list
-// the source handed out, every table by its rows.
+// change only with a new sample, every SampleEvery, each range at its
+// cadence (chartsCache); the explanations are keyed by the list the source
+// handed out, every table by its rows, the big tables' rows each by its
+// values.
 type dashboardParts struct {
-	charts       partCache[uint64]
+	charts       chartsCache
 	why          partCache[listKey]
 	providers    partCache[[]views.ProviderRow]
 	consumers    partCache[[]views.ConsumerRow]
@@ -75,11 +84,13 @@ type dashboardParts struct {
 	reservations partCache[[]views.ReservationRow]
 	instructions partCache[[]views.InstructionRow]
 	events       partCache[eventsKey]
+	// The big tables' rows, each rendered only when its values change.
+	providerRows *rowCache[views.ProviderRow]
+	consumerRows *rowCache[views.ConsumerRow]
 }
 
 func newDashboardParts() *dashboardParts {
-	return &dashboardParts{
-		charts:       partCache[uint64]{same: eq[uint64]},
+	p := &dashboardParts{
 		why:          partCache[listKey]{same: eq[listKey]},
 		providers:    partCache[[]views.ProviderRow]{same: slices.Equal[[]views.ProviderRow]},
 		consumers:    partCache[[]views.ConsumerRow]{same: slices.Equal[[]views.ConsumerRow]},
@@ -88,7 +99,11 @@ func newDashboardParts() *dashboardParts {
 		reservations: partCache[[]views.ReservationRow]{same: func(a, b []views.ReservationRow) bool { return reflect.DeepEqual(a, b) }},
 		instructions: partCache[[]views.InstructionRow]{same: slices.Equal[[]views.InstructionRow]},
 		events:       partCache[eventsKey]{same: sameEvents},
+		providerRows: newRowCache(func(r views.ProviderRow) string { return r.ID }, views.ProviderTableRow),
+		consumerRows: newRowCache(func(r views.ConsumerRow) string { return r.ID }, views.ConsumerTableRow),
 	}
+	p.providers.patch, p.consumers.patch = p.providerRows.patch, p.consumerRows.patch
+	return p
 }
 
 func eq[K comparable](a, b K) bool { return a == b }
@@ -126,7 +141,10 @@ func keyOf(exs []api.PlacementExplanation) listKey {
 // another renders again. Safe for concurrent use (the publisher and page
 // loads).
 type partCache[K any] struct {
-	same  func(a, b K) bool
+	same func(a, b K) bool
+	// patch, when set, says what the last render changed in the one
+	// before it (see patchable): nil when only the whole panel will do.
+	patch func(ctx context.Context) ([]byte, error)
 	mu    sync.Mutex
 	valid bool
 	key   K
@@ -152,9 +170,19 @@ func (c *partCache[K]) get(ctx context.Context, key K, render func() templ.Compo
 		c.valid = false
 		return nil, err
 	}
+	base, patchOK := c.html, c.valid && c.patch != nil
 	// A fresh buffer each time: the bytes handed out before stay intact.
 	c.valid, c.key, c.html = true, key, buf.Bytes()
 	c.renders++
+	if patchOK {
+		p, err := c.patch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			return patchable{segments: segments{c.html}, base: segments{base}, patch: p}, nil
+		}
+	}
 	return c.html, nil
 }
 
@@ -218,6 +246,9 @@ func NewDashboard(src OverviewSource, opts DashboardOptions) (*Dashboard, error)
 	}
 	if opts.StaleAfter <= 0 {
 		opts.StaleAfter = 2 * time.Minute
+	}
+	if opts.Coalesce <= 0 {
+		opts.Coalesce = DefaultDashboardCoalesce
 	}
 	s, err := newSite(opts.SiteOptions)
 	if err != nil {
@@ -359,7 +390,7 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 		dst  *templ.Component
 	}{
 		{"charts", func() (templ.Component, error) {
-			return p.charts.get(ctx, d.hist.generation(), func() templ.Component { return views.ChartsPanel(buildCharts(d.hist, cur)) })
+			return p.charts.get(ctx, d.hist, cur)
 		}, &parts.Charts},
 		{"explanations", func() (templ.Component, error) {
 			return p.why.get(ctx, keyOf(exs), func() templ.Component {
@@ -371,10 +402,14 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 			})
 		}, &parts.Why},
 		{"providers", func() (templ.Component, error) {
-			return p.providers.get(ctx, vm.Providers, func() templ.Component { return views.ProvidersPanel(vm.Providers) })
+			return p.providers.get(ctx, vm.Providers, func() templ.Component {
+				return views.ProvidersTable(len(vm.Providers), p.providerRows.body(vm.Providers))
+			})
 		}, &parts.Providers},
 		{"consumers", func() (templ.Component, error) {
-			return p.consumers.get(ctx, vm.Consumers, func() templ.Component { return views.ConsumersPanel(vm.Consumers) })
+			return p.consumers.get(ctx, vm.Consumers, func() templ.Component {
+				return views.ConsumersTable(len(vm.Consumers), p.consumerRows.body(vm.Consumers))
+			})
 		}, &parts.Consumers},
 		{"moves", func() (templ.Component, error) {
 			return p.migrations.get(ctx, vm.Migrations, func() templ.Component { return views.MigrationsPanel(vm.Migrations) })
@@ -415,34 +450,52 @@ func buildCharts(hist *history, cur string) ([]views.ChartRange, []views.LegendI
 	}
 	// Each metric's points once, over the longest range; the shorter
 	// ranges are their ends.
-	from := now.Add(-longest)
-	reserved := chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.reserved, true })
-	price := chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.price, s.hasPrice })
-	co2 := chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.carbon, s.hasCO2 })
+	m := metricsSince(now, now.Add(-longest), ids, series)
 	var ranges []views.ChartRange
 	for _, r := range rs {
-		r.Charts = []views.Chart{
-			buildChart("reserved-"+r.ID, "Chunks reserved per provider", "chunks", now, r.span, ids, reserved,
-				func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " chunks" }),
-			buildChart("price-"+r.ID, "Price per chunk", cur+" per hour", now, r.span, ids, price,
-				func(v float64) string { return perHour(cur, v) }),
-			buildChart("carbon-"+r.ID, "Weighted carbon intensity", "gCO2eq/kWh", now, r.span, ids, co2,
-				func(v float64) string { return fmt.Sprintf("%.0f g/kWh", v) }),
-		}
+		r.Charts = rangeCharts(r, now, ids, m, cur)
 		ranges = append(ranges, r.ChartRange)
 	}
+	return ranges, legendOf(ids)
+}
+
+// chartMetrics are each charted metric's points per provider.
+type chartMetrics struct{ reserved, price, co2 [][]chartPoint }
+
+func metricsSince(now, from time.Time, ids []string, series map[string][]sample) chartMetrics {
+	return chartMetrics{
+		reserved: chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.reserved, true }),
+		price:    chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.price, s.hasPrice }),
+		co2:      chartSeries(now, from, ids, series, func(s sample) (float64, bool) { return s.carbon, s.hasCO2 }),
+	}
+}
+
+// rangeCharts are range r's charts, ending at now, from m (points since at
+// least now - r.span).
+func rangeCharts(r chartRange, now time.Time, ids []string, m chartMetrics, cur string) []views.Chart {
+	return []views.Chart{
+		buildChart("reserved-"+r.ID, "Chunks reserved per provider", "chunks", now, r.span, ids, m.reserved,
+			func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) + " chunks" }),
+		buildChart("price-"+r.ID, "Price per chunk", cur+" per hour", now, r.span, ids, m.price,
+			func(v float64) string { return perHour(cur, v) }),
+		buildChart("carbon-"+r.ID, "Weighted carbon intensity", "gCO2eq/kWh", now, r.span, ids, m.co2,
+			func(v float64) string { return carbon(&v) }),
+	}
+}
+
+func legendOf(ids []string) []views.LegendItem {
 	legend := make([]views.LegendItem, 0, len(ids))
 	for i, id := range ids {
 		legend = append(legend, views.LegendItem{Name: id, Color: colorOf(i)})
 	}
-	return ranges, legend
+	return legend
 }
 
 // buildTables is the view model without the charts and the explanations:
 // capacity, providers, consumers, moves, reservations and instructions at
 // now.
 func buildTables(now time.Time, ov api.Overview, staleAfter time.Duration, cur string) views.Dashboard {
-	vm := views.Dashboard{GeneratedAt: clockTime(now), Warnings: ov.Warnings}
+	vm := views.Dashboard{GeneratedAt: clockTime(now), Now: now.UnixMilli(), Warnings: ov.Warnings}
 	cp := ov.Capacity
 	vm.Stats = []views.Stat{
 		{Label: "chunks in total", Value: strconv.Itoa(int(cp.TotalChunks))},
@@ -453,19 +506,21 @@ func buildTables(now time.Time, ov api.Overview, staleAfter time.Duration, cur s
 	}
 	vm.ChunkTypes = chunkRows(cp.ByChunkType, func(t api.ChunkType) string { return resources(cp.ChunkSizes[t]) })
 
-	ads := append([]api.AdvertisementSnapshot(nil), ov.Advertisements...)
-	sort.Slice(ads, func(i, j int) bool { return ads[i].ClusterID < ads[j].ClusterID })
-	for _, a := range ads {
+	// The rows are allocated once at their size and sorted, not the
+	// (larger) snapshots: this runs at every live publication.
+	vm.Providers = make([]views.ProviderRow, 0, len(ov.Advertisements))
+	for i := range ov.Advertisements {
+		a := &ov.Advertisements[i]
 		r := views.ProviderRow{
 			ID: a.ClusterID, Location: topologyLocation(a.Topology), Renewable: a.Renewable,
 			Sharing: sharingSummary(a.Sharing), Free: a.AvailableChunks, Reserved: a.ReservedChunks, Total: a.ChunkCount,
-			Freshness: ago(now, a.LastSeen.Time), Price: dash, Carbon: carbon(a.CarbonWeighted),
+			Seen: momentOf(a.LastSeen.Time), Price: dash, Carbon: carbon(a.CarbonWeighted),
 		}
 		if a.CarbonWeighted == nil && a.CarbonIntensity != nil {
 			r.Carbon = carbon(a.CarbonIntensity) + " now"
 		}
 		r.Price = "unpriced"
-		if cost, ok := chunkCost(a, cp.ChunkSizes); ok {
+		if cost, ok := chunkCost(*a, cp.ChunkSizes); ok {
 			r.Price = perHour(cur, cost)
 		}
 		switch {
@@ -481,12 +536,15 @@ func buildTables(now time.Time, ov api.Overview, staleAfter time.Duration, cur s
 		}
 		vm.Providers = append(vm.Providers, r)
 	}
+	sort.Slice(vm.Providers, func(i, j int) bool { return vm.Providers[i].ID < vm.Providers[j].ID })
 
-	for _, c := range ov.Consumers {
+	vm.Consumers = make([]views.ConsumerRow, 0, len(ov.Consumers))
+	for i := range ov.Consumers {
+		c := &ov.Consumers[i]
 		r := views.ConsumerRow{
 			ID: c.ClusterID, Location: location(c.City, c.Region),
 			Policy: policyLabel(c.Placement, c.AppliedPlacement), Chosen: c.ChosenProvider,
-			RTT: dash, LastSeen: ago(now, c.LastSeen.Time), Saved: savingsLabel(cur, c.Savings),
+			RTT: dash, LastSeen: momentOf(c.LastSeen.Time), Saved: savingsLabel(cur, c.Savings),
 		}
 		if r.Chosen == "" {
 			r.Chosen = "none growable now"
@@ -501,6 +559,15 @@ func buildTables(now time.Time, ov api.Overview, staleAfter time.Duration, cur s
 	vm.Reservations = reservationRows(ov.Reservations)
 	vm.Instructions = instructionRows(now, ov.ProviderInstructions, ov.ReservationInstructions)
 	return vm
+}
+
+// momentOf is t as a views.Age (the zero Age when t is zero): the page's
+// script shows its age.
+func momentOf(t time.Time) views.Age {
+	if t.IsZero() {
+		return views.Age{}
+	}
+	return views.Age{At: strconv.FormatInt(t.UnixMilli(), 10), Clock: clockTime(t)}
 }
 
 func chunkRows(m map[api.ChunkType]api.ChunkCounts, size func(api.ChunkType) string) []views.ChunkTypeRow {
@@ -525,10 +592,11 @@ func chunkRows(m map[api.ChunkType]api.ChunkCounts, size func(api.ChunkType) str
 const maxReservationRows = 40
 
 func reservationRows(in []api.OverviewReservation) []views.ReservationRow {
-	rs := make([]api.OverviewReservation, 0, len(in))
-	for _, r := range in {
-		if !r.Status.Terminal() {
-			rs = append(rs, r)
+	// Pointers, not copies: this runs at every live publication.
+	rs := make([]*api.OverviewReservation, 0, len(in))
+	for i := range in {
+		if !in[i].Status.Terminal() {
+			rs = append(rs, &in[i])
 		}
 	}
 	sort.SliceStable(rs, func(i, j int) bool { return rs[i].CreatedAt.After(rs[j].CreatedAt.Time) })
@@ -567,13 +635,12 @@ func instructionRows(now time.Time, lists ...[]api.OverviewInstruction) []views.
 			if in.Enforced {
 				continue // done: in the events log
 			}
-			state := "queued"
-			if in.LastDeliveredAt != nil {
-				state = "delivered " + ago(now, in.LastDeliveredAt.Time)
-			}
 			row := views.InstructionRow{
 				ID: in.ID, Kind: string(in.Kind), Reservation: in.ReservationID, Target: in.TargetClusterID,
-				Attempts: in.Attempts, Issued: dash, Expires: dash, State: state, Message: in.Message,
+				Attempts: in.Attempts, Issued: dash, Expires: dash, Message: in.Message,
+			}
+			if in.LastDeliveredAt != nil {
+				row.Delivered = momentOf(in.LastDeliveredAt.Time)
 			}
 			if in.IssuedAt != nil {
 				row.Issued = clockTime(in.IssuedAt.Time)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -93,9 +94,13 @@ func TestBuildDashboard(t *testing.T) {
 
 	var ids []string
 	for _, p := range vm.Providers {
-		ids = append(ids, p.ID+":"+p.Price+":"+p.HealthLabel+":"+p.Freshness)
+		ids = append(ids, p.ID+":"+p.Price+":"+p.HealthLabel+":"+p.Seen.Clock)
+		// The page's script counts the age from At, in Unix ms.
+		if ms, err := strconv.ParseInt(p.Seen.At, 10, 64); err != nil || time.UnixMilli(ms).UTC().Format("15:04:05") != p.Seen.Clock {
+			t.Errorf("provider %s was seen at %q (Unix ms), shown as %s", p.ID, p.Seen.At, p.Seen.Clock)
+		}
 	}
-	want := "alpha:0.2500 EUR/h:available:3s ago,gone:0.5000 EUR/h:disconnected, grace until 08:03:04:2m ago,mid:0.5000 EUR/h:unavailable:0s ago,zeta:unpriced:stale:10m ago"
+	want := "alpha:0.2500 EUR/h:available:07:59:57,gone:0.5000 EUR/h:disconnected, grace until 08:03:04:07:58:00,mid:0.5000 EUR/h:unavailable:08:00:00,zeta:unpriced:stale:07:50:00"
 	if got := strings.Join(ids, ","); got != want {
 		t.Fatalf("providers\n got %s\nwant %s", got, want)
 	}
@@ -122,7 +127,7 @@ func TestBuildDashboard(t *testing.T) {
 	if len(five) != 3 || len(five[0].Lines) != 3 || len(five[1].Lines) != 2 {
 		t.Fatalf("charts: %d, lines reserved %d, price %d (zeta is unpriced)", len(five), len(five[0].Lines), len(five[1].Lines))
 	}
-	if five[0].XTicks[0].Label != "-5m" || five[0].XTicks[5].Label != "now" || vm.Ranges[2].Charts[0].XTicks[0].Label != "-60m" {
+	if five[0].XTicks[0].Label != "-5m" || five[0].XTicks[5].Label != "08:00:00" || vm.Ranges[2].Charts[0].XTicks[0].Label != "-60m" {
 		t.Fatalf("the 5-minute range spans 5 minutes, the hour one 60: %+v", five[0].XTicks)
 	}
 	if h := five[1].Lines[0].Hover; len(h) == 0 || !strings.HasPrefix(h[0].Title, "alpha: 0.2500 EUR/h at ") {
@@ -335,7 +340,7 @@ func TestPriceChartLeavesUnpricedOut(t *testing.T) {
 			lines = append(lines, l.LastTitle)
 		}
 	}
-	if got, want := strings.Join(lines, ", "), "dear: 0.5000 EUR/h now, free: 0.0000 EUR/h now"; got != want {
+	if got, want := strings.Join(lines, ", "), "dear: 0.5000 EUR/h at 08:00:00, free: 0.0000 EUR/h at 08:00:00"; got != want {
 		t.Fatalf("price lines %q, want %q (half prices cpu only: unpriced)", got, want)
 	}
 	for _, p := range vm.Providers {

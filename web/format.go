@@ -42,7 +42,11 @@ func clockTime(t time.Time) string {
 	if t.IsZero() {
 		return dash
 	}
-	return t.UTC().Format("15:04:05")
+	// As t.UTC().Format("15:04:05"), without parsing the layout: the live
+	// dashboard writes one per row.
+	h, m, s := t.UTC().Clock()
+	b := [8]byte{byte('0' + h/10), byte('0' + h%10), ':', byte('0' + m/10), byte('0' + m%10), ':', byte('0' + s/10), byte('0' + s%10)}
+	return string(b[:])
 }
 
 func location(city, region string) string {
@@ -101,8 +105,15 @@ func checkCurrency(c string) (string, error) {
 	return c, nil
 }
 
+// money renders v with four decimals (as %.4f; strconv: the live
+// dashboard formats hundreds of these per publication).
 func money(v float64) string {
-	return fmt.Sprintf("%.4f", v)
+	return strconv.FormatFloat(v, 'f', 4, 64)
+}
+
+// gramsPerHour renders a carbon rate with one decimal ("12.5 g/h").
+func gramsPerHour(v float64) string {
+	return strconv.FormatFloat(v, 'f', 1, 64) + " g/h"
 }
 
 // perHour renders a cost per hour with its currency ("0.0280 EUR/h").
@@ -160,14 +171,14 @@ func carbon(v *float64) string {
 	if v == nil {
 		return dash
 	}
-	return fmt.Sprintf("%.0f g/kWh", *v)
+	return strconv.FormatFloat(*v, 'f', 0, 64) + " g/kWh"
 }
 
 func millis(v float64) string {
 	if math.IsNaN(v) || v < 0 {
 		return dash
 	}
-	return fmt.Sprintf("%.1f ms", v)
+	return strconv.FormatFloat(v, 'f', 1, 64) + " ms"
 }
 
 func sharingSummary(s *api.Sharing) string {

@@ -1,6 +1,8 @@
 package web
 
 import (
+	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -97,5 +99,34 @@ func TestMovesAsShown(t *testing.T) {
 	if r.Consumer != "london" || r.Reservation != "manual-1" || r.Target != "manual-1.m1" || r.From != "sydney" || r.To != "montreal" ||
 		r.Chunks != "1 × standard" || r.State != api.MigrationFinished || r.StateClass != "ok" || r.Started != "19:58:00" || r.Reason != "the target is Ready" {
 		t.Errorf("move row %+v", r)
+	}
+}
+
+// The hand-written formats the live dashboard uses per row say what the
+// fmt and time layouts they replaced said.
+func TestFastFormatsMatchTheLayouts(t *testing.T) {
+	zone := time.FixedZone("UTC+5:30", 5*3600+1800)
+	for _, at := range []time.Time{
+		time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 30, 9, 5, 7, 999_999_999, time.UTC),
+		time.Date(2026, 11, 30, 23, 59, 59, 0, time.UTC),
+		time.Date(2026, 12, 1, 3, 4, 5, 0, zone), // shown in UTC
+		time.Date(1969, 12, 31, 23, 59, 58, 0, time.UTC),
+	} {
+		if got, want := clockTime(at), at.UTC().Format("15:04:05"); got != want {
+			t.Errorf("clockTime(%v) = %q, want %q", at, got, want)
+		}
+	}
+	for _, v := range []float64{0, math.Copysign(0, -1), 0.00005, 0.00015, 1.23456789, -2.5, 1e9, 123.45} {
+		for _, c := range []struct{ got, want string }{
+			{money(v), fmt.Sprintf("%.4f", v)},
+			{gramsPerHour(v), fmt.Sprintf("%.1f g/h", v)},
+			{carbon(&v), fmt.Sprintf("%.0f g/kWh", v)},
+			{millis(math.Abs(v)), fmt.Sprintf("%.1f ms", math.Abs(v))},
+		} {
+			if c.got != c.want {
+				t.Errorf("%v: got %q, want %q", v, c.got, c.want)
+			}
+		}
 	}
 }

@@ -116,13 +116,26 @@ func (h *history) generation() uint64 {
 // snapshot copies the series, providers sorted by id, and returns the time
 // of the last record (zero before the first).
 func (h *history) snapshot() (ids []string, series map[string][]sample, at time.Time) {
+	return h.snapshotSince(func(time.Time, []string) time.Duration { return h.window })
+}
+
+// snapshotSince is snapshot with only the samples of the last span(at,
+// ids) of each series copied (at least the last one before it, which
+// holds its value into the span): a chart drawn over five minutes need not
+// copy the hour. span is called with the lock held.
+func (h *history) snapshotSince(span func(at time.Time, ids []string) time.Duration) (ids []string, series map[string][]sample, at time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	series = make(map[string][]sample, len(h.series))
-	for id, ring := range h.series {
+	ids = make([]string, 0, len(h.series))
+	for id := range h.series {
 		ids = append(ids, id)
-		series[id] = append([]sample(nil), ring...)
 	}
 	sort.Strings(ids)
+	from := h.at.Add(-span(h.at, ids))
+	series = make(map[string][]sample, len(h.series))
+	for id, ring := range h.series {
+		first := sort.Search(len(ring), func(k int) bool { return !ring[k].at.Before(from) })
+		series[id] = append([]sample(nil), ring[max(first-1, 0):]...)
+	}
 	return ids, series, h.at
 }

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"log/slog"
 	"mime"
 	"net/url"
 	"path"
 	"runtime"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -44,7 +44,7 @@ type site struct {
 	// answers); owned by the publisher goroutine, like sent, the parts of
 	// the last publication (the backend's state notice last).
 	failingSince time.Time
-	sent         [][]byte
+	sent         []segments
 	// logins bounds failed login attempts per client.
 	logins *auth.Throttle
 	title  string
@@ -80,8 +80,8 @@ type site struct {
 }
 
 // DefaultCoalesce is the shortest time between two live publications of a
-// page (DashboardOptions.Coalesce, ConsoleOptions.Coalesce): at most 4 per
-// second, however fast the state changes.
+// console (ConsoleOptions.Coalesce): at most 4 per second, however fast the
+// state changes. The dashboard's is DefaultDashboardCoalesce.
 const DefaultCoalesce = 250 * time.Millisecond
 
 // DefaultRenderShare is the fraction of one core a page's live publisher
@@ -467,8 +467,11 @@ func (s *site) publish(ctx context.Context) {
 			return
 		}
 		// The panels last sent stay, with the notice.
-		kept := s.sent[:max(len(s.sent)-1, 0)]
-		s.send(ctx, append(slices.Clip(kept), buf.Bytes()))
+		kept := make([]part, 0, len(s.sent))
+		for _, h := range s.sent[:max(len(s.sent)-1, 0)] {
+			kept = append(kept, part{html: h})
+		}
+		s.send(ctx, append(kept, part{html: segments{buf.Bytes()}}))
 		return
 	}
 	if !s.failingSince.IsZero() {
@@ -479,64 +482,139 @@ func (s *site) publish(ctx context.Context) {
 	if err := views.BackendState("").Render(ctx, &buf); err != nil {
 		return
 	}
-	s.send(ctx, append(parts, buf.Bytes()))
+	s.send(ctx, append(parts, part{html: segments{buf.Bytes()}}))
+}
+
+// part is one part of the live fragment as rendered: its HTML and, when it
+// was rendered from its previous rendering (base) by replacing some of its
+// elements, those elements (patch, see patchable).
+type part struct {
+	html, base segments
+	patch      []byte
+}
+
+// segments is HTML in pieces written one after the other: a part
+// assembled from cached pieces (a range's charts) is not copied into one.
+type segments [][]byte
+
+func (s segments) Render(_ context.Context, w io.Writer) error {
+	for _, b := range s {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s segments) len() int {
+	n := 0
+	for _, b := range s {
+		n += len(b)
+	}
+	return n
+}
+
+// sameSegments reports whether a and b are the same HTML in the same
+// pieces (a part handed out again from a cache is the same slices).
+func sameSegments(a, b segments) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameBytes(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// patchable is a part rendered from its previous rendering, base, by
+// replacing some of its elements (table rows, a range's charts): patch
+// holds the new ones, each a top-level element with the id of the one it
+// replaces, or a <table data-patch> whose rows do (assets/static/live.js).
+// A viewer whose page shows base is sent patch instead of the whole part.
+type patchable struct {
+	segments
+	base  segments
+	patch []byte
 }
 
 // renderParts renders the live fragment's parts. A part rendered before
 // (cached by its page) is taken as it is, without a copy.
-func (s *site) renderParts(ctx context.Context) ([][]byte, error) {
+func (s *site) renderParts(ctx context.Context) ([]part, error) {
 	comps, err := s.render(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]byte, 0, len(comps)+1)
+	out := make([]part, 0, len(comps)+1)
 	for i, c := range comps {
-		if r, ok := c.(rendered); ok {
-			out = append(out, r)
+		switch r := c.(type) {
+		case rendered:
+			out = append(out, part{html: segments{r}})
+			continue
+		case segments:
+			out = append(out, part{html: r})
+			continue
+		case patchable:
+			out = append(out, part{html: r.segments, base: r.base, patch: r.patch})
 			continue
 		}
 		var buf bytes.Buffer
 		if i < len(s.sent) {
 			// Sized from the last time: growing a buffer of megabytes by
 			// doubling copies it about twice over.
-			buf.Grow(len(s.sent[i]) + len(s.sent[i])/8)
+			n := s.sent[i].len()
+			buf.Grow(n + n/8)
 		}
 		if err := c.Render(ctx, &buf); err != nil {
 			return nil, err
 		}
-		out = append(out, buf.Bytes())
+		out = append(out, part{html: segments{buf.Bytes()}})
 	}
 	return out, nil
 }
 
-// send publishes the whole fragment full with its delta: a browser that
-// has had every publication since it joined receives only the delta
-// (nothing when no part changed), one that joins the whole fragment
-// (live.Hub).
-func (s *site) send(ctx context.Context, full [][]byte) {
-	s.hub.Publish(ctx, live.Message{Delta: s.delta(full), Full: full})
+// send publishes the whole fragment with its delta: a browser that has had
+// every publication since it joined receives only the delta (nothing when
+// no part changed), one that joins the whole fragment (live.Hub).
+func (s *site) send(ctx context.Context, parts []part) {
+	delta := s.delta(parts)
+	var full [][]byte
+	for _, p := range s.sent {
+		full = append(full, p...)
+	}
+	s.hub.Publish(ctx, live.Message{Delta: delta, Full: full})
 }
 
-// delta is the parts of full whose HTML differs from the last
-// publication's (every part when their number changed), concatenated; full
-// becomes the last publication.
-func (s *site) delta(full [][]byte) []byte {
-	changed := make([]bool, len(full))
+// delta is what turns the last publication's page into parts': each part
+// whose HTML differs (every part when their number changed), as its patch
+// when it is patchable from the part last published, else whole. parts
+// become the last publication.
+func (s *site) delta(parts []part) []byte {
+	out := make([]segments, len(parts))
 	n := 0
-	for i, p := range full {
-		changed[i] = len(full) != len(s.sent) || !sameBytes(p, s.sent[i])
-		if changed[i] {
-			n += len(p)
+	for i, p := range parts {
+		switch {
+		case len(parts) == len(s.sent) && sameSegments(p.html, s.sent[i]):
+			continue
+		case len(parts) == len(s.sent) && p.patch != nil && sameSegments(p.base, s.sent[i]):
+			out[i] = segments{p.patch}
+		default:
+			out[i] = p.html
+		}
+		n += out[i].len()
+	}
+	joined := make([]byte, 0, n)
+	for _, segs := range out {
+		for _, b := range segs {
+			joined = append(joined, b...)
 		}
 	}
-	out := make([]byte, 0, n)
-	for i, p := range full {
-		if changed[i] {
-			out = append(out, p...)
-		}
+	s.sent = make([]segments, len(parts))
+	for i, p := range parts {
+		s.sent[i] = p.html
 	}
-	s.sent = full
-	return out
+	return joined
 }
 
 // sameBytes is bytes.Equal that first asks whether a and b are the same

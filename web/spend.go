@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -217,8 +218,8 @@ func buildTotals(cs []api.OverviewConsumer, exs []api.PlacementExplanation, cur 
 
 func totalsRow(id string, t consumerTotals, explained bool, cur string) views.TotalsRow {
 	r := views.TotalsRow{
-		Consumer: id, Chunks: fmt.Sprint(t.chunks), Rate: perHour(cur, t.rate), Today: money(t.today) + " " + cur,
-		Month: money(t.month) + " " + cur, Carbon: fmt.Sprintf("%.1f g/h", t.carbon),
+		Consumer: id, Chunks: strconv.FormatInt(int64(t.chunks), 10), Rate: perHour(cur, t.rate), Today: money(t.today) + " " + cur,
+		Month: money(t.month) + " " + cur, Carbon: gramsPerHour(t.carbon),
 		Dear: dash, DearCarbon: dash, DearSaving: dash, Std: dash, StdCarbon: dash, StdSaving: dash,
 	}
 	if t.unpriced > 0 {
@@ -231,7 +232,7 @@ func totalsRow(id string, t consumerTotals, explained bool, cur string) views.To
 		return r
 	}
 	r.DearOn, r.StdOn = strings.Join(uniq(t.dear), ", "), strings.Join(uniq(t.std), ", ")
-	r.DearCarbon, r.StdCarbon = fmt.Sprintf("%.1f g/h", t.dearCarbon), fmt.Sprintf("%.1f g/h", t.stdCarbon)
+	r.DearCarbon, r.StdCarbon = gramsPerHour(t.dearCarbon), gramsPerHour(t.stdCarbon)
 	if t.dearOK {
 		r.Dear = perHour(cur, t.dearCost)
 		if t.unpriced == 0 {

@@ -1,8 +1,14 @@
 // Live updates for the Federation Autoscaler pages.
 // The server pushes HTML fragments over a websocket; every top-level element
-// of a message that has an id replaces the element with the same id. No JSON,
+// of a message that has an id replaces the element with the same id, and
+// every row of a top-level <table data-patch> the row with its id. No JSON,
 // no client-side templating. Reconnects with exponential backoff and shows
 // the connection state in #conn-state.
+//
+// Ages (<span data-at="<Unix ms>">) are counted here, every second,
+// against the broker's clock: the live summary's data-now is its render's
+// moment in Unix ms. A publication carries moments, never ages, so a row
+// whose values did not change is not sent again as time passes.
 //
 // Sessions that end are explained, not shown as live: the server closes the
 // socket with code 4001 at a logout or expiry, and before every reconnect
@@ -75,12 +81,50 @@
     box.hidden = false;
   }
 
+  var skew = 0; // the broker's clock minus this browser's, in ms
+
+  // setClock takes the broker's clock from root's data-now, if it has one.
+  function setClock(root) {
+    var el = root.querySelector('[data-now]');
+    var n = el ? Number(el.getAttribute('data-now')) : NaN;
+    if (n > 0) { skew = n - Date.now(); }
+  }
+
+  // agoText matches the server's wording of an age (web/format.go ago).
+  function agoText(ms) {
+    if (ms < 0) { return 'just now'; }
+    var s = Math.floor(ms / 1000);
+    if (s < 60) { return s + 's ago'; }
+    if (s < 3600) { return Math.floor(s / 60) + 'm ago'; }
+    if (s < 48 * 3600) { return Math.floor(s / 3600) + 'h ago'; }
+    return Math.floor(s / 86400) + 'd ago';
+  }
+
+  function tickAges() {
+    var now = Date.now() + skew;
+    document.querySelectorAll('[data-at]').forEach(function (el) {
+      var at = Number(el.getAttribute('data-at'));
+      if (!(at > 0)) { return; }
+      var text = agoText(now - at);
+      if (el.textContent !== text) { el.textContent = text; }
+    });
+  }
+
   function swap(html) {
     var t = document.createElement('template');
     t.innerHTML = html;
+    setClock(t.content);
     var focusedId = document.activeElement && document.activeElement.id;
     var nodes = Array.prototype.slice.call(t.content.children);
     nodes.forEach(function (el) {
+      // A patch carries table rows, each replacing the row with its id.
+      if (el.hasAttribute('data-patch')) {
+        el.querySelectorAll('tr[id]').forEach(function (row) {
+          var was = document.getElementById(row.id);
+          if (was) { was.replaceWith(row); }
+        });
+        return;
+      }
       if (!el.id) { return; }
       var old = document.getElementById(el.id);
       if (!old) { return; }
@@ -96,6 +140,7 @@
       old.replaceWith(el);
     });
     applyFilters();
+    tickAges();
     if (focusedId) {
       var f = document.getElementById(focusedId);
       if (f && f !== document.activeElement) { f.focus(); }
@@ -268,6 +313,9 @@
   });
 
   restore();
+  setClock(document);
+  tickAges();
+  setInterval(tickAges, 1000);
   if (!path || !state) { return; }
   setState('connecting', 'connecting\u2026');
   connect();

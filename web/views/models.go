@@ -38,7 +38,10 @@ type Stat struct {
 
 // Dashboard is the broker dashboard.
 type Dashboard struct {
-	GeneratedAt  string
+	GeneratedAt string
+	// Now is the render's moment in Unix milliseconds: the page's script
+	// counts ages against it (the browser's clock may be off).
+	Now          int64
 	Stats        []Stat
 	ChunkTypes   []ChunkTypeRow
 	Providers    []ProviderRow
@@ -136,7 +139,8 @@ type ProviderRow struct {
 	Free      int32
 	Reserved  int32
 	Total     int32
-	Freshness string
+	// Seen is the provider's last advertisement.
+	Seen Age
 	// Health is "ok", "warn" (stale) or "bad" (unavailable).
 	Health      string
 	HealthLabel string
@@ -149,7 +153,8 @@ type ConsumerRow struct {
 	Policy   string
 	Chosen   string
 	RTT      string
-	LastSeen string
+	// LastSeen is the consumer's last heartbeat.
+	LastSeen Age
 	// Saved is what the consumer's finished moves saved ("—" before the
 	// first).
 	Saved string
@@ -188,8 +193,22 @@ type InstructionRow struct {
 	Attempts    int32
 	Issued      string
 	Expires     string
-	State       string
-	Message     string
+	// Delivered is when the target last fetched it (zero Age: queued).
+	Delivered Age
+	Message   string
+}
+
+// Age is a moment a page shows as its age ("12s ago"). The page's script
+// counts the age from At against the broker's clock (the live summary's
+// data-now) every second, so the moment itself, not its age, is what a
+// publication carries: a row is rendered again only when its values
+// change. Clock is what shows before the script runs (or without it).
+// The zero Age is "never".
+type Age struct {
+	// At is the moment in Unix milliseconds.
+	At string
+	// Clock is the moment as hh:mm:ss UTC.
+	Clock string
 }
 
 // LegendItem names a chart series colour.
