@@ -502,6 +502,7 @@ type window struct {
 	bStart, bEnd       time.Duration
 	gStart, gEnd       time.Duration
 	viewMsgs           int64
+	viewBytes          int64
 	rss                rssStats
 	// hStart, hEnd: the broker's latency histogram (nil: not scraped).
 	hStart, hEnd brokerHist
@@ -527,7 +528,7 @@ func measureWindow(ctx context.Context, cfg *Config, rec *recorder, views *viewe
 			cfg.Log.Warn("The broker's latency histogram is not read; the report shows the generator's latencies only", "err", err)
 		}
 	}
-	viewMsgs0 := views.messages.Load()
+	viewMsgs0, viewBytes0 := views.messages.Load(), views.bytes.Load()
 	m.rss.sample(cfg.BrokerPID)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -554,7 +555,7 @@ sampling:
 	}
 	m.rss.sample(cfg.BrokerPID)
 	m.loadEnd = loadAverage()
-	m.viewMsgs = views.messages.Load() - viewMsgs0
+	m.viewMsgs, m.viewBytes = views.messages.Load()-viewMsgs0, views.bytes.Load()-viewBytes0
 	return m, nil
 }
 
@@ -563,7 +564,7 @@ func report(cfg *Config, rec *recorder, issued Issued, m window) *Report {
 	rep := &Report{
 		Providers: cfg.Providers, Consumers: cfg.Consumers, Instructions: string(cfg.Instructions),
 		WarmupSeconds: cfg.Warmup.Seconds(), WindowSeconds: cfg.Window.Seconds(), Certificates: issued,
-		Viewers: cfg.Viewers, ViewerMessages: m.viewMsgs, LoadAverageStart: m.loadStart, LoadAverageEnd: m.loadEnd,
+		Viewers: cfg.Viewers, ViewerMessages: m.viewMsgs, ViewerBytes: m.viewBytes, LoadAverageStart: m.loadStart, LoadAverageEnd: m.loadEnd,
 		GeneratorCPUSeconds: (m.gEnd - m.gStart).Seconds(),
 	}
 	rep.GeneratorCores = rep.GeneratorCPUSeconds / cfg.Window.Seconds()

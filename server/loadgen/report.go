@@ -43,10 +43,12 @@ type Report struct {
 	Viewers       int     `json:"viewers"`
 	// ViewerMessages is how many live fragments the viewers received in
 	// the window (all viewers together).
-	ViewerMessages int64        `json:"viewerMessages"`
-	Routes         []RouteStats `json:"routes"`
-	Requests       int64        `json:"requests"`
-	Errors         int64        `json:"errors"`
+	ViewerMessages int64 `json:"viewerMessages"`
+	// ViewerBytes is how many bytes of fragments they received in it.
+	ViewerBytes int64        `json:"viewerBytes"`
+	Routes      []RouteStats `json:"routes"`
+	Requests    int64        `json:"requests"`
+	Errors      int64        `json:"errors"`
 	// RequestsPerSecond counts successful requests in the window.
 	RequestsPerSecond float64 `json:"requestsPerSecond"`
 	// Broker figures from /proc/<pid> (zero without a pid).
@@ -86,7 +88,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		{"broker CPU per request", fmt.Sprintf("%.3f ms", r.BrokerCPUMsPerRequest)},
 		{"broker CPU", fmt.Sprintf("%.2f s (%.3f cores)", r.BrokerCPUSeconds, r.BrokerCores)},
 		{"broker RSS", fmt.Sprintf("max %.1f MiB, mean %.1f MiB", r.BrokerRSSMiBMax, r.BrokerRSSMiBMean)},
-		{"dashboard viewers", fmt.Sprintf("%d (%d fragments received)", r.Viewers, r.ViewerMessages)},
+		{"dashboard viewers", fmt.Sprintf("%d (%d fragments received, %d bytes)", r.Viewers, r.ViewerMessages, r.ViewerBytes)},
 		{"generator CPU", fmt.Sprintf("%.2f s (%.3f cores)", r.GeneratorCPUSeconds, r.GeneratorCores)},
 		{"generator schedule lag", fmt.Sprintf("p99 %.1f ms, max %.1f ms", r.ScheduleLagP99Ms, r.ScheduleLagMaxMs)},
 		{"certificates issued", fmt.Sprintf("%d in %.2f s", r.Certificates.Count, r.Certificates.Seconds)},

@@ -34,11 +34,13 @@ type Client struct {
 	closed, current bool
 }
 
-// Message is one publication. Full is the whole fragment, in parts that
+// Message is one publication. Full is the whole fragment, in pieces that
 // are concatenated only when a client needs them (one that joins, or one
 // that has not been sent a whole fragment yet); Delta is what changed
-// since the hub's previous publication, sent to every other client (empty:
-// nothing for them). The slices must not be modified afterwards.
+// since the publisher's previous publication, sent to every other client
+// (empty: nothing for them). A publication the hub discarded for lack of
+// clients leaves no client current, so no client is sent a delta that
+// skips it. The slices must not be modified afterwards.
 type Message struct {
 	Delta []byte
 	Full  [][]byte
