@@ -82,6 +82,10 @@ type federation struct {
 	pkiDir     string
 	dataDir    string
 	brokerAddr string
+	// brokerLn listens on brokerAddr until the broker's first start
+	// takes it: the address is never free for another process to take
+	// between the bundles naming it and the broker listening.
+	brokerLn   net.Listener
 	brokerStop context.CancelFunc
 	brokerDone chan error
 	localAPI   string
@@ -102,15 +106,17 @@ type federation struct {
 	samples []time.Duration
 }
 
-func freePort(tb testing.TB) string {
+// loopbackListener listens on an ephemeral loopback port; the caller
+// hands it to what serves there (closing it and listening again later
+// would let another process take the port in between).
+func loopbackListener(tb testing.TB) net.Listener {
 	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	tb.Cleanup(func() { _ = ln.Close() }) // when never handed over
+	return ln
 }
 
 func newFederation(tb testing.TB) *federation {
@@ -122,7 +128,8 @@ func newFederation(tb testing.TB) *federation {
 // its replicas (the bundles list them all).
 func buildFederation(tb testing.TB, ha *haBrokers) *federation {
 	tb.Helper()
-	f := &federation{tb: tb, env: kubeEnv(tb), pkiDir: tb.TempDir(), dataDir: tb.TempDir(), brokerAddr: freePort(tb),
+	ln := loopbackListener(tb)
+	f := &federation{tb: tb, env: kubeEnv(tb), pkiDir: tb.TempDir(), dataDir: tb.TempDir(), brokerAddr: ln.Addr().String(), brokerLn: ln,
 		driver: &gatedDriver{started: make(chan string, 16)}, ha: ha}
 	f.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	ctx := context.Background()
@@ -241,7 +248,18 @@ func (f *federation) startBroker() {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.brokerStop, f.brokerDone = cancel, make(chan error, 1)
-	o := brokercmd.Options{PKIDir: f.pkiDir, DataDir: f.dataDir, Listen: f.brokerAddr,
+	// The first start serves on the listener held since the bundles named
+	// its address; a restart listens on that address again (it was free
+	// only since the broker stopped).
+	ln := f.brokerLn
+	f.brokerLn = nil
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", f.brokerAddr); err != nil {
+			f.tb.Fatalf("the broker's address again after its stop: %v", err)
+		}
+	}
+	o := brokercmd.Options{PKIDir: f.pkiDir, DataDir: f.dataDir, Listen: f.brokerAddr, APIListener: ln,
 		ReservationLease: reservations.DefaultReservationLease, ProviderStaleAfter: reservations.DefaultProviderStaleAfter,
 		RateLimitBurst: 1000, RateLimitRPS: 1000}
 	go func() { f.brokerDone <- brokercmd.Run(ctx, o, f.log.With("component", "broker")) }()

@@ -21,14 +21,16 @@ import (
 )
 
 // haBrokers runs the broker as replicas of the binary with --store
-// kubernetes --leader-elect on the federation's API server, each on fixed
-// loopback ports so that a killed replica comes back at the URL the
-// bundles list.
+// kubernetes --leader-elect on the federation's API server. Each first
+// starts on an ephemeral loopback port it binds itself (no port picked
+// beforehand that another process could take meanwhile), the bundles list
+// the addresses the replicas logged, and a killed replica comes back on
+// its address.
 type haBrokers struct {
 	tb     testing.TB
 	binary string
 	args   []string
-	addrs  []brokerproc.Options // replica i listens on addrs[i]
+	addrs  []brokerproc.Options // replica i listens on addrs[i] (ephemeral before its first start)
 
 	mu    sync.Mutex
 	reps  []*brokerproc.Process // replica i's process, nil when stopped
@@ -43,10 +45,7 @@ func newHABrokers(tb testing.TB, n int) *haBrokers {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h := &haBrokers{tb: tb, binary: bin, reps: make([]*brokerproc.Process, n)}
-	for range n {
-		h.addrs = append(h.addrs, brokerproc.Options{Listen: freePort(tb), DashboardListen: freePort(tb)})
-	}
+	h := &haBrokers{tb: tb, binary: bin, reps: make([]*brokerproc.Process, n), addrs: make([]brokerproc.Options, n)}
 	// Registered before the federation's cleanup (which stops the replicas
 	// gracefully), so it runs after it.
 	tb.Cleanup(func() {
@@ -66,11 +65,12 @@ func (h *haBrokers) onCleanup(kill func()) {
 	h.mu.Unlock()
 }
 
-// setup installs the broker CRDs and namespace and returns the bundles'
-// broker URL list.
+// setup installs the broker CRDs and namespace, starts the replicas and
+// returns the bundles' broker URL list: the addresses they listen on.
 func (h *haBrokers) setup(f *federation) string {
 	store := brokerproc.KubeStore(h.tb, f.env, "fa-broker")
 	h.args = append([]string{"--pki-dir", f.pkiDir, "--leader-elect", "--rate-limit-burst", "1000", "--rate-limit-rps", "1000"}, store...)
+	h.startAll()
 	var urls []string
 	for _, a := range h.addrs {
 		urls = append(urls, "https://"+a.Listen)
@@ -78,21 +78,34 @@ func (h *haBrokers) setup(f *federation) string {
 	return strings.Join(urls, ",")
 }
 
-// start (re)starts replica i; killLeader calls it from its own goroutine,
-// so it returns the error instead of failing the test.
+// start (re)starts replica i, on its API address once it has one (its
+// dashboard always on an ephemeral port); killLeader calls it from its own
+// goroutine, so it returns the error instead of failing the test.
 func (h *haBrokers) start(i int) error {
-	p, err := brokerproc.TryLaunch(h.onCleanup, h.binary, h.addrs[i], h.args...)
+	h.mu.Lock()
+	addr := h.addrs[i]
+	h.mu.Unlock()
+	p, err := brokerproc.TryLaunch(h.onCleanup, h.binary, addr, h.args...)
 	if err != nil {
 		return err
 	}
 	h.mu.Lock()
 	h.reps[i] = p
+	h.addrs[i] = brokerproc.Options{Listen: p.APIAddr}
 	h.mu.Unlock()
 	return nil
 }
 
+// startAll starts the replicas that are not running and waits for a
+// leader.
 func (h *haBrokers) startAll() {
 	for i := range h.addrs {
+		h.mu.Lock()
+		running := h.reps[i] != nil
+		h.mu.Unlock()
+		if running {
+			continue
+		}
 		if err := h.start(i); err != nil {
 			h.tb.Fatal(err)
 		}
