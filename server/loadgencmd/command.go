@@ -7,6 +7,7 @@
 package loadgencmd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,6 +48,9 @@ type Options struct {
 	KeepDir bool
 	// BrokerBinary is the binary started as the broker (default: this one).
 	BrokerBinary string
+	// pickPort picks a loopback address for the started broker (tests;
+	// nil: freePort).
+	pickPort func() (string, error)
 }
 
 // NewCommand returns the `loadgen` subcommand.
@@ -236,7 +240,7 @@ func startBroker(ctx context.Context, o Options, log *slog.Logger) (*broker, err
 	if err != nil {
 		return nil, err
 	}
-	b := &broker{dir: dir, logPath: filepath.Join(dir, "broker.log"), exited: make(chan error, 1)}
+	b := &broker{dir: dir, logPath: filepath.Join(dir, "broker.log")}
 	fail := func(err error) (*broker, error) {
 		if b.cmd != nil && b.cmd.Process != nil {
 			_ = b.cmd.Process.Kill()
@@ -251,38 +255,74 @@ func startBroker(ctx context.Context, o Options, log *slog.Logger) (*broker, err
 	if b.ca, err = pki.LoadCA(pkiDir); err != nil {
 		return fail(err)
 	}
-	apiAddr, err := freePort()
+	// The broker is told ports picked here (it reports its addresses only
+	// in its log, whose level is the user's choice): a port picked and let
+	// go can be taken by another process before the broker binds it, and
+	// then the broker is started again on new ports, at most three times.
+	for attempt := 1; ; attempt++ {
+		err := b.launch(ctx, o, self, pkiDir, log)
+		if err == nil {
+			return b, nil
+		}
+		if !errors.Is(err, errPortTaken) || attempt == 3 {
+			return fail(err)
+		}
+		log.Warn("A port picked for the broker was taken before it bound it; starting it on new ports", "err", err)
+	}
+}
+
+// errExited: the broker exited before it was ready.
+var errExited = errors.New("the broker exited before it was ready")
+
+// errPortTaken: the broker exited because a port picked for it was taken.
+var errPortTaken = errors.New("a port picked for the broker was taken before it bound it")
+
+// launch starts the broker on newly picked loopback ports and waits until
+// it is ready.
+func (b *broker) launch(ctx context.Context, o Options, self, pkiDir string, log *slog.Logger) error {
+	pick := o.pickPort
+	if pick == nil {
+		pick = freePort
+	}
+	apiAddr, err := pick()
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	dashAddr := ""
 	if !o.NoDashboard {
-		if dashAddr, err = freePort(); err != nil {
-			return fail(err)
+		if dashAddr, err = pick(); err != nil {
+			return err
 		}
 	}
-	args := brokerArgs(o, pkiDir, filepath.Join(dir, "data"), apiAddr, dashAddr, log)
+	args := brokerArgs(o, pkiDir, filepath.Join(b.dir, "data"), apiAddr, dashAddr, log)
 	logf, err := os.Create(b.logPath)
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	b.cmd = exec.Command(self, args...)
 	b.cmd.Stdout, b.cmd.Stderr = logf, logf
 	b.cmd.Env = filteredEnv()
 	if err := b.cmd.Start(); err != nil {
 		logf.Close()
-		return fail(fmt.Errorf("starting the broker: %w", err))
+		b.cmd = nil
+		return fmt.Errorf("starting the broker: %w", err)
 	}
-	go func() { b.exited <- b.cmd.Wait(); logf.Close() }()
-	b.apiURL = "https://" + apiAddr
+	exited := make(chan error, 1)
+	b.exited = exited
+	go func() { exited <- b.cmd.Wait(); logf.Close() }()
+	b.apiURL, b.dashURL = "https://"+apiAddr, ""
 	if dashAddr != "" {
 		b.dashURL = "http://" + dashAddr
 	}
-	log.Info("Broker started", "pid", b.cmd.Process.Pid, "api", b.apiURL, "dashboard", b.dashURL, "dir", dir)
+	log.Info("Broker started", "pid", b.cmd.Process.Pid, "api", b.apiURL, "dashboard", b.dashURL, "dir", b.dir)
 	if err := b.waitReady(ctx, apiAddr, dashAddr); err != nil {
-		return fail(err)
+		if logText, rerr := os.ReadFile(b.logPath); errors.Is(err, errExited) && rerr == nil && bytes.Contains(logText, []byte("address already in use")) {
+			b.cmd = nil // exited
+			return fmt.Errorf("%w: %v", errPortTaken, err)
+		}
+		return err
 	}
-	return b, nil
+	return nil
 }
 
 // generatorGOGC is the generator's GC percentage (the runtime's default
@@ -335,7 +375,7 @@ func (b *broker) waitReady(ctx context.Context, apiAddr, dashAddr string) error 
 		select {
 		case err := <-b.exited:
 			b.exited <- err
-			return fmt.Errorf("the broker exited before it was ready: %v", err)
+			return fmt.Errorf("%w: %v", errExited, err)
 		default:
 		}
 		if dashAddr != "" {

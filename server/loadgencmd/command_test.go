@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
 	"os/exec"
 	"strings"
 	"testing"
@@ -118,5 +121,45 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("error %v, want it to say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A port picked for the started broker that another process takes before
+// the broker binds it costs a restart on new ports, not the run.
+func TestStartBrokerOnNewPortsWhenOneWasTaken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the broker binary")
+	}
+	buildCtx, cancelBuild := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancelBuild()
+	bin, err := testbin.Build(buildCtx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	picks := 0
+	o := Options{StartBroker: true, BrokerBinary: bin, BrokerLogLevel: "info", Instructions: "poll",
+		pickPort: func() (string, error) {
+			picks++
+			if picks == 1 {
+				return taken.Addr().String(), nil // taken before the broker binds it
+			}
+			return freePort()
+		}}
+	o.Config.Providers, o.Config.Consumers = 1, 1
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b, err := startBroker(ctx, o, log)
+	if err != nil {
+		t.Fatalf("the broker did not start on new ports: %v", err)
+	}
+	defer b.stop(log, false)
+	if picks != 4 || b.apiURL == "https://"+taken.Addr().String() {
+		t.Errorf("%d ports picked, the broker at %s (the taken port is %s): want a second start on two new ports", picks, b.apiURL, taken.Addr())
 	}
 }
