@@ -120,6 +120,25 @@ func (d *driver) policy(p string, weights map[string]string) {
 	d.post("/policy", form)
 }
 
+// policyApplied sets the consumer's policy and waits until the broker
+// applies it: the consumer's heartbeat carried it and the broker grows the
+// consumer on want. The console's POST only writes the ConsumerPolicy and
+// asks for a heartbeat; a scale-up before the broker has heard it is
+// placed by the policy before (a load spike once made the Weighted step's
+// chunks land on the Latency step's provider).
+func (d *driver) policyApplied(p string, weights map[string]string, want string) {
+	d.t.Helper()
+	d.policy(p, weights)
+	d.eventually("the broker applies "+p+" to the consumer, growing it on "+want, 60*time.Second, func() (bool, string) {
+		for _, c := range d.overview().Consumers {
+			if c.ClusterID == demo.ConsumerID {
+				return string(c.Placement) == p && c.ChosenProvider == want, fmt.Sprintf("placement %s, grows on %q", c.Placement, c.ChosenProvider)
+			}
+		}
+		return false, "the broker has no heartbeat of the consumer"
+	})
+}
+
 func (d *driver) workload(on bool, replicas int) {
 	d.t.Helper()
 	form := url.Values{"replicas": {fmt.Sprint(replicas)}, "pod_cpu": {"1"}, "pod_memory": {"1Gi"}}
@@ -403,7 +422,7 @@ func TestScenarios(t *testing.T) {
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) {
 			d.t = t
-			d.policy(s.policy, s.weights)
+			d.policyApplied(s.policy, s.weights, s.want)
 			start := time.Now()
 			d.workload(true, 6)
 			// 6 pods of 1 CPU: 2 on the local 2-CPU node, 4 in two chunks.
@@ -416,7 +435,7 @@ func TestScenarios(t *testing.T) {
 	}
 	if !t.Run("Spill", func(t *testing.T) {
 		d.t = t
-		d.policy("Price", nil)
+		d.policyApplied("Price", nil, "sydney")
 		// 12 pods: 10 borrowed = 5 chunks; Sydney has 4, the rest spills to
 		// the next cheapest, Montreal. One chunk more than needed may be
 		// borrowed when the scheduler places pods on a node that registered
@@ -436,7 +455,7 @@ func TestScenarios(t *testing.T) {
 	}
 	if !t.Run("ProviderRestartedWithinGrace", func(t *testing.T) {
 		d.t = t
-		d.policy("Price", nil)
+		d.policyApplied("Price", nil, "sydney")
 		d.workload(true, 6)
 		d.runningOn(6, map[string]int{"sydney": 2})
 		before := d.liveIDs("sydney")
@@ -472,7 +491,7 @@ func TestScenarios(t *testing.T) {
 		// The consumer's own grace, through its ConsumerPolicy on the
 		// consumer cluster's Kubernetes API.
 		d.disconnectGrace(10)
-		d.policy("Price", nil)
+		d.policyApplied("Price", nil, "sydney")
 		d.workload(true, 6)
 		d.runningOn(6, map[string]int{"sydney": 2})
 		sydney := fed.Provider("sydney")
