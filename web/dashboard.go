@@ -77,32 +77,26 @@ type Dashboard struct {
 type dashboardParts struct {
 	charts       chartsCache
 	why          partCache[listKey]
-	providers    partCache[[]views.ProviderRow]
-	consumers    partCache[[]views.ConsumerRow]
+	providers    *tableCache[views.ProviderRow]
+	consumers    *tableCache[views.ConsumerRow]
 	migrations   partCache[[]views.MigrationRow]
 	totals       partCache[[]views.TotalsRow]
 	reservations partCache[[]views.ReservationRow]
 	instructions partCache[[]views.InstructionRow]
 	events       partCache[eventsKey]
-	// The big tables' rows, each rendered only when its values change.
-	providerRows *rowCache[views.ProviderRow]
-	consumerRows *rowCache[views.ConsumerRow]
 }
 
 func newDashboardParts() *dashboardParts {
 	p := &dashboardParts{
 		why:          partCache[listKey]{same: eq[listKey]},
-		providers:    partCache[[]views.ProviderRow]{same: slices.Equal[[]views.ProviderRow]},
-		consumers:    partCache[[]views.ConsumerRow]{same: slices.Equal[[]views.ConsumerRow]},
+		providers:    newTableCache(func(r views.ProviderRow) string { return r.ID }, views.ProviderTableRow, views.ProvidersTable),
+		consumers:    newTableCache(func(r views.ConsumerRow) string { return r.ID }, views.ConsumerTableRow, views.ConsumersTable),
 		migrations:   partCache[[]views.MigrationRow]{same: slices.Equal[[]views.MigrationRow]},
 		totals:       partCache[[]views.TotalsRow]{same: slices.Equal[[]views.TotalsRow]},
 		reservations: partCache[[]views.ReservationRow]{same: func(a, b []views.ReservationRow) bool { return reflect.DeepEqual(a, b) }},
 		instructions: partCache[[]views.InstructionRow]{same: slices.Equal[[]views.InstructionRow]},
 		events:       partCache[eventsKey]{same: sameEvents},
-		providerRows: newRowCache(func(r views.ProviderRow) string { return r.ID }, views.ProviderTableRow),
-		consumerRows: newRowCache(func(r views.ConsumerRow) string { return r.ID }, views.ConsumerTableRow),
 	}
-	p.providers.patch, p.consumers.patch = p.providerRows.patch, p.consumerRows.patch
 	return p
 }
 
@@ -141,10 +135,7 @@ func keyOf(exs []api.PlacementExplanation) listKey {
 // another renders again. Safe for concurrent use (the publisher and page
 // loads).
 type partCache[K any] struct {
-	same func(a, b K) bool
-	// patch, when set, says what the last render changed in the one
-	// before it (see patchable): nil when only the whole panel will do.
-	patch func(ctx context.Context) ([]byte, error)
+	same  func(a, b K) bool
 	mu    sync.Mutex
 	valid bool
 	key   K
@@ -170,19 +161,9 @@ func (c *partCache[K]) get(ctx context.Context, key K, render func() templ.Compo
 		c.valid = false
 		return nil, err
 	}
-	base, patchOK := c.html, c.valid && c.patch != nil
 	// A fresh buffer each time: the bytes handed out before stay intact.
 	c.valid, c.key, c.html = true, key, buf.Bytes()
 	c.renders++
-	if patchOK {
-		p, err := c.patch(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if p != nil {
-			return patchable{segments: segments{c.html}, base: segments{base}, patch: p}, nil
-		}
-	}
 	return c.html, nil
 }
 
@@ -402,14 +383,10 @@ func (d *Dashboard) model(ctx context.Context) (views.Dashboard, error) {
 			})
 		}, &parts.Why},
 		{"providers", func() (templ.Component, error) {
-			return p.providers.get(ctx, vm.Providers, func() templ.Component {
-				return views.ProvidersTable(len(vm.Providers), p.providerRows.body(vm.Providers))
-			})
+			return p.providers.get(ctx, vm.Providers)
 		}, &parts.Providers},
 		{"consumers", func() (templ.Component, error) {
-			return p.consumers.get(ctx, vm.Consumers, func() templ.Component {
-				return views.ConsumersTable(len(vm.Consumers), p.consumerRows.body(vm.Consumers))
-			})
+			return p.consumers.get(ctx, vm.Consumers)
 		}, &parts.Consumers},
 		{"moves", func() (templ.Component, error) {
 			return p.migrations.get(ctx, vm.Migrations, func() templ.Component { return views.MigrationsPanel(vm.Migrations) })

@@ -280,13 +280,13 @@ func TestLivePartsAreNeverStale(t *testing.T) {
 	renders := func() map[string]int {
 		p := d.parts
 		return map[string]int{
-			"charts": p.charts.renders, "why": p.why.renders, "providers": p.providers.renders, "consumers": p.consumers.renders,
+			"charts": p.charts.renders, "why": p.why.renders, "providers": p.providers.tables, "consumers": p.consumers.tables,
 			"moves": p.migrations.renders, "totals": p.totals.renders, "reservations": p.reservations.renders,
 			"instructions": p.instructions.renders, "events": p.events.renders,
 		}
 	}
 	before := renders()
-	rows := func() int { return d.parts.providerRows.renders + d.parts.consumerRows.renders }
+	rows := func() int { return d.parts.providers.renders + d.parts.consumers.renders }
 	rowsBefore := rows()
 	// page is what a browser that had every publication shows: each delta
 	// applied as the live script does.

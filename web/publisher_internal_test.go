@@ -10,22 +10,23 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/federation-autoscaler/federation-autoscaler/deploy/testpoll"
+	"github.com/federation-autoscaler/federation-autoscaler/internal/signal"
 	"github.com/federation-autoscaler/federation-autoscaler/server/api"
 	"github.com/federation-autoscaler/federation-autoscaler/web/live"
 )
 
 // versionedSource is a Versioned OverviewSource whose change signal is
-// unbuffered: a send returns once the publisher took it, so a test knows
-// every earlier change was handled when the next send returns.
+// the broker's own (internal/signal: buffer 1, coalesced, never blocking).
 type versionedSource struct {
 	ov      api.Overview
-	changes chan struct{}
+	sig     signal.Signal
+	sub     atomic.Pointer[<-chan struct{}] // the latest subscription
 	version atomic.Uint64
 	reads   atomic.Int64
 }
 
 func newVersionedSource(ov api.Overview) *versionedSource {
-	return &versionedSource{ov: ov, changes: make(chan struct{})}
+	return &versionedSource{ov: ov}
 }
 
 func (v *versionedSource) Overview(context.Context) (api.Overview, error) {
@@ -33,16 +34,25 @@ func (v *versionedSource) Overview(context.Context) (api.Overview, error) {
 	return v.ov, nil
 }
 
-func (v *versionedSource) Subscribe(context.Context) <-chan struct{} { return v.changes }
-func (v *versionedSource) Version() uint64                           { return v.version.Load() }
+func (v *versionedSource) Subscribe(ctx context.Context) <-chan struct{} {
+	ch := v.sig.Subscribe(ctx)
+	v.sub.Store(&ch)
+	return ch
+}
 
-// change bumps the version and hands the signal to the publisher.
-func (v *versionedSource) change(ctx context.Context) {
+func (v *versionedSource) Version() uint64 { return v.version.Load() }
+
+// change bumps the version and signals it, as the broker does.
+func (v *versionedSource) change() {
 	v.version.Add(1)
-	select {
-	case v.changes <- struct{}{}:
-	case <-ctx.Done():
-	}
+	v.sig.Notify()
+}
+
+// unread reports whether a change signal waits in the subscription, not
+// yet taken by the publisher.
+func (v *versionedSource) unread() bool {
+	p := v.sub.Load()
+	return p != nil && len(*p) > 0
 }
 
 func startDashboard(t testing.TB, src OverviewSource, opts DashboardOptions) (*Dashboard, context.Context) {
@@ -68,9 +78,10 @@ func recvFragment(t *testing.T, c *live.Client) {
 }
 
 // TestPublisherRendersOnlyForViewers: changes without a viewer render
-// nothing; a viewer joining gets the current state at once; while it
-// watches, a burst of changes is published once per coalescing period;
-// the overview is read again only when the version moved.
+// nothing and do not even wake the publisher (the signal stays unread); a
+// viewer joining gets the current state at once; while it watches, a burst
+// of changes is published once per coalescing period; the overview is read
+// again only when the version moved.
 func TestPublisherRendersOnlyForViewers(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
@@ -80,11 +91,24 @@ func TestPublisherRendersOnlyForViewers(t *testing.T) {
 	waitSampled(t, d, "milan", 1) // the sampler's first read is done
 
 	for range 100 {
-		src.change(ctx)
+		src.change()
 	}
-	src.change(ctx) // returns once the 100th change was handled
+	// The refresh tick wakes the publisher: with nobody watching it
+	// publishes nothing and leaves the changes unread.
+	testpoll.UntilSeen(t, 10*time.Second, "the sampler's and the publisher's tickers", func() (bool, string) {
+		n := clk.Waiters()
+		return n >= 2, fmt.Sprintf("%d waiters", n)
+	})
+	clk.Step(time.Second)
+	testpoll.UntilSeen(t, 10*time.Second, "the publisher woken by the refresh tick", func() (bool, string) {
+		w := d.site.wakes.Load()
+		return w >= 1, fmt.Sprintf("%d wakes", w)
+	})
 	if got := pubs(); got != 0 {
 		t.Fatalf("%d publications without a viewer, want 0", got)
+	}
+	if !src.unread() {
+		t.Fatal("the publisher took a change signal with nobody watching")
 	}
 
 	c, err := d.site.hub.Register(ctx)
@@ -109,9 +133,8 @@ func TestPublisherRendersOnlyForViewers(t *testing.T) {
 	readsAfterJoin := src.reads.Load()
 
 	for range 50 {
-		src.change(ctx)
+		src.change()
 	}
-	src.change(ctx)
 	if got := pubs(); got != 1 {
 		t.Fatalf("a burst inside the coalescing period published %d more times, want 0 before the period ends", got-1)
 	}
@@ -120,6 +143,11 @@ func TestPublisherRendersOnlyForViewers(t *testing.T) {
 	if got := src.reads.Load() - readsAfterJoin; got != 1 {
 		t.Fatalf("the burst's publication read the overview %d times, want 1", got)
 	}
+	// The change signal that came during the period is taken now, and
+	// makes the page due at the end of the next one.
+	testpoll.UntilSeen(t, 10*time.Second, "the last change signal taken", func() (bool, string) {
+		return !src.unread(), "unread"
+	})
 
 	// A refresh with an unchanged version re-renders (ages move) without
 	// reading the overview.
@@ -137,10 +165,10 @@ func TestHistoryIsSampledAtAFixedCadence(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
 	src := newVersionedSource(api.Overview{Advertisements: []api.AdvertisementSnapshot{ad("milan", 1, 0.2, t0, true)}})
-	d, ctx := startDashboard(t, src, DashboardOptions{SiteOptions: SiteOptions{Clock: clk}, SampleEvery: 5 * time.Second, HistoryWindow: time.Hour})
+	d, _ := startDashboard(t, src, DashboardOptions{SiteOptions: SiteOptions{Clock: clk}, SampleEvery: 5 * time.Second, HistoryWindow: time.Hour})
 	waitSampled(t, d, "milan", 1)
 	for range 200 {
-		src.change(ctx)
+		src.change()
 	}
 	if got := samplesOf(d, "milan"); got != 1 {
 		t.Fatalf("changes added samples: %d, want 1", got)

@@ -66,7 +66,13 @@ type site struct {
 	// publications counts the publications done, each counted once its
 	// message is with the hub (tests and benchmarks read it).
 	publications atomic.Int64
-	wsOpts       live.WSOptions
+	// wakes counts the publisher's wake-ups, each counted once handled
+	// (tests read it).
+	wakes atomic.Int64
+	// dueAt is when the publication that is due will be done (Unix ns on
+	// the site's clock), 0 when none is due (benchmarks read it).
+	dueAt  atomic.Int64
+	wsOpts live.WSOptions
 	// life bounds websocket connections; cancelled when Run returns.
 	life       context.Context
 	lifeCancel context.CancelFunc
@@ -366,17 +372,21 @@ func (s *site) run(ctx context.Context) error {
 	defer tick.Stop()
 	p := &publisher{s: s, gap: s.coalesce}
 	defer p.stop()
-	// The publisher's goroutine keeps its OS thread, so that a render's
-	// cost is the thread's CPU time: waiting for a core on a loaded machine
-	// does not count (wall-clock time where the thread's CPU time cannot be
-	// read).
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	for {
+		// Changes are read only while one can lead to a publication: a
+		// browser is connected and no publication is due yet. A change
+		// meanwhile waits in the channel (buffer 1), so a busy broker wakes
+		// this goroutine once or twice per period, not once per change
+		// (docs/performance.md). A browser that joins finds the waiting
+		// change (or Wanted fires).
+		var watch <-chan struct{}
+		if p.due == nil && s.hub.Clients() > 0 {
+			watch = changes
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case _, ok := <-changes:
+		case _, ok := <-watch:
 			if !ok {
 				if ctx.Err() != nil {
 					return nil
@@ -392,10 +402,12 @@ func (s *site) run(ctx context.Context) error {
 			}
 		case <-p.due:
 			p.due, p.timer = nil, nil
+			s.dueAt.Store(0)
 			if p.dirty && s.hub.Clients() > 0 {
 				p.flush(ctx)
 			}
 		}
+		s.wakes.Add(1)
 	}
 }
 
@@ -414,6 +426,13 @@ func (p *publisher) flush(ctx context.Context) {
 	s := p.s
 	p.dirty = false
 	p.last = s.clock.Now()
+	// The goroutine keeps its OS thread while it renders, so that the
+	// render's cost is the thread's CPU time: waiting for a core on a
+	// loaded machine does not count (wall-clock time where the thread's
+	// CPU time cannot be read). Only while it renders: waking a goroutine
+	// locked to a thread costs a thread switch.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cpu0, cpuOK := threadCPU()
 	wall0 := time.Now()
 	s.publish(ctx)
@@ -441,6 +460,7 @@ func (p *publisher) schedule(ctx context.Context) {
 	}
 	p.timer = s.clock.NewTimer(wait)
 	p.due = p.timer.C()
+	s.dueAt.Store(s.clock.Now().Add(wait).UnixNano())
 }
 
 func (p *publisher) stop() {
