@@ -75,7 +75,7 @@ func (c *chartsCache) get(ctx context.Context, hist *history, cur string) (templ
 	}
 	m := metricsSince(now, now.Add(-longest), ids, series)
 	sets, drawn := make([][]byte, len(rs)), make([]time.Time, len(rs))
-	var patch bytes.Buffer
+	var patch segments // the sets drawn again, not copied
 	labels := make([]views.ChartRange, 0, len(rs))
 	for i, r := range rs {
 		labels = append(labels, r.ChartRange)
@@ -93,7 +93,7 @@ func (c *chartsCache) get(ctx context.Context, hist *history, cur string) (templ
 			return nil, err
 		}
 		sets[i], drawn[i] = buf.Bytes(), now
-		patch.Write(sets[i])
+		patch = append(patch, sets[i])
 		if c.draws == nil {
 			c.draws = map[string]int{}
 		}
@@ -119,7 +119,7 @@ func (c *chartsCache) get(ctx context.Context, hist *history, cur string) (templ
 	if sameIDs {
 		// The labels and the legend are as before: the ranges drawn
 		// again are the change.
-		return patchable{segments: panel, base: base, patch: patch.Bytes()}, nil
+		return patchable{segments: panel, base: base, patch: patch}, nil
 	}
 	return panel, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,50 @@ func TestHistoryIsBoundedAndCoalesces(t *testing.T) {
 	h.record(end.Add(2*time.Minute), nil, nil)
 	if ids, _, _ := h.snapshot(); len(ids) != 0 {
 		t.Fatalf("departed provider still charted: %v", ids)
+	}
+}
+
+// TestHistorySnapshotsKeepTheirSamples: a snapshot shares the history's
+// arrays, so nothing the history does later may change what it holds: new
+// samples, a burst's replacement of the last one, trimming. A sampler tick
+// that comes a little early still gets its own slot.
+func TestHistorySnapshotsKeepTheirSamples(t *testing.T) {
+	const every = 5 * time.Second
+	h := newHistory(time.Minute, every)
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	at := t0
+	rec := func(d time.Duration, reserved int32) {
+		at = at.Add(d)
+		h.record(at, []api.AdvertisementSnapshot{ad("a", reserved, 0.1, at, true), ad("b", reserved+1, 0.2, at, true)}, nil)
+	}
+	for i := range 20 { // past the window: the rings were trimmed
+		rec(every, int32(i%4))
+	}
+	_, s0, _ := h.snapshot()
+	before := s0["a"][len(s0["a"])-1]
+	rec(every-time.Millisecond, 7) // an early tick: a slot of its own
+	// The snapshot that ends at the early tick's sample, which the burst
+	// below replaces.
+	_, snap, _ := h.snapshot()
+	want := map[string][]sample{}
+	for id, ring := range snap {
+		want[id] = slices.Clone(ring)
+	}
+	if last := snap["a"][len(snap["a"])-2:]; !slices.Equal(last, []sample{before, {at: at, reserved: 7, price: 0.1, hasPrice: true, carbon: 100, hasCO2: true}}) {
+		t.Fatalf("an early tick: the last samples are %+v, want %+v and one of its own", last, before)
+	}
+	rec(time.Second, 9) // a burst: replaces the last sample
+	_, s, _ := h.snapshot()
+	if last := s["a"][len(s["a"])-1]; last.reserved != 9 || !last.at.Equal(at.Add(-time.Second)) {
+		t.Fatalf("a burst: the last sample is %+v, want reserved 9 at the time of the one it replaced", last)
+	}
+	for i := range 30 {
+		rec(every, int32(i%3))
+	}
+	for id, ring := range want {
+		if !slices.Equal(snap[id], ring) {
+			t.Fatalf("the snapshot of %s changed after later records:\n got %+v\nwant %+v", id, snap[id], ring)
+		}
 	}
 }
 

@@ -428,7 +428,7 @@ func TestDeltaPatchesOnlyWhatWasSent(t *testing.T) {
 		{"made from a rendering never sent", other, string(b)},
 	} {
 		s := &site{sent: []segments{{a}}}
-		if got := s.delta([]part{{html: segments{b}, base: segments{tc.base}, patch: patch}}); string(got) != tc.want {
+		if got := s.delta([]part{{html: segments{b}, base: segments{tc.base}, patch: segments{patch}}}); string(got) != tc.want {
 			t.Errorf("%s: delta %s, want %s", tc.name, got, tc.want)
 		}
 		if len(s.sent[0]) != 1 || string(s.sent[0][0]) != string(b) {

@@ -21,8 +21,14 @@ type sample struct {
 }
 
 // history keeps, per provider, a bounded ring of samples over the last
-// window. A sample closer than every to the previous one replaces it, so a
-// burst of changes costs one slot and the newest value always shows.
+// window. A sample less than half a period after the previous one replaces
+// it, so a burst of changes costs one slot and the newest value always
+// shows; the sampler's ticks, a period apart give or take the jitter of a
+// wake-up, each get their own.
+//
+// A sample is never changed once in a ring's array (a replacement puts the
+// ring in a new array, and trimming only reslices): snapshots share the
+// arrays instead of copying an hour of samples for every chart drawn.
 type history struct {
 	mu     sync.Mutex
 	window time.Duration
@@ -69,11 +75,12 @@ func (h *history) record(now time.Time, ads []api.AdvertisementSnapshot, sizes m
 			s.carbon, s.hasCO2 = *a.CarbonIntensity, true
 		}
 		ring := h.series[a.ClusterID]
-		if n := len(ring); n > 0 && now.Sub(ring[n-1].at) < h.every {
+		if n := len(ring); n > 0 && now.Sub(ring[n-1].at) < h.every/2 {
 			// Keep the older timestamp so a steady stream of changes still
-			// advances one slot per period.
+			// advances one slot per period. A new array: a snapshot may
+			// hold the old last sample.
 			s.at = ring[n-1].at
-			ring[n-1] = s
+			ring = append(ring[:n-1:n-1], s)
 		} else {
 			ring = append(ring, s)
 		}
@@ -99,10 +106,9 @@ func (h *history) trim(now time.Time, ring []sample) []sample {
 	if len(ring)-cut > h.max {
 		cut = len(ring) - h.max
 	}
-	if cut == 0 {
-		return ring
-	}
-	return append(ring[:0:0], ring[cut:]...)
+	// Resliced, not copied: the array is dropped when an append outgrows
+	// it, so a full ring costs O(1) per record, not a copy of the window.
+	return ring[cut:]
 }
 
 // generation counts the records so far: the series change only when it
@@ -113,16 +119,16 @@ func (h *history) generation() uint64 {
 	return h.gen
 }
 
-// snapshot copies the series, providers sorted by id, and returns the time
-// of the last record (zero before the first).
+// snapshot returns the series, providers sorted by id, and the time of the
+// last record (zero before the first). The series share the history's
+// arrays (see history): the caller must not modify them.
 func (h *history) snapshot() (ids []string, series map[string][]sample, at time.Time) {
 	return h.snapshotSince(func(time.Time, []string) time.Duration { return h.window })
 }
 
 // snapshotSince is snapshot with only the samples of the last span(at,
-// ids) of each series copied (at least the last one before it, which
-// holds its value into the span): a chart drawn over five minutes need not
-// copy the hour. span is called with the lock held.
+// ids) of each series (at least the last one before it, which holds its
+// value into the span). span is called with the lock held.
 func (h *history) snapshotSince(span func(at time.Time, ids []string) time.Duration) (ids []string, series map[string][]sample, at time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -135,7 +141,7 @@ func (h *history) snapshotSince(span func(at time.Time, ids []string) time.Durat
 	series = make(map[string][]sample, len(h.series))
 	for id, ring := range h.series {
 		first := sort.Search(len(ring), func(k int) bool { return !ring[k].at.Before(from) })
-		series[id] = append([]sample(nil), ring[max(first-1, 0):]...)
+		series[id] = ring[max(first-1, 0):len(ring):len(ring)]
 	}
 	return ids, series, h.at
 }

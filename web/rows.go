@@ -115,7 +115,7 @@ func (c *tableCache[R]) get(ctx context.Context, rows []R) (templ.Component, err
 		c.valid = false
 		return nil, err
 	}
-	return patchable{segments: html, base: base, patch: patch.Bytes()}, nil
+	return patchable{segments: html, base: base, patch: segments{patch.Bytes()}}, nil
 }
 
 // rowsMark stands for the rows in a rendered frame: it cannot appear in

@@ -509,8 +509,7 @@ func (s *site) publish(ctx context.Context) {
 // was rendered from its previous rendering (base) by replacing some of its
 // elements, those elements (patch, see patchable).
 type part struct {
-	html, base segments
-	patch      []byte
+	html, base, patch segments
 }
 
 // segments is HTML in pieces written one after the other: a part
@@ -555,8 +554,7 @@ func sameSegments(a, b segments) bool {
 // A viewer whose page shows base is sent patch instead of the whole part.
 type patchable struct {
 	segments
-	base  segments
-	patch []byte
+	base, patch segments
 }
 
 // renderParts renders the live fragment's parts. A part rendered before
@@ -618,7 +616,7 @@ func (s *site) delta(parts []part) []byte {
 		case len(parts) == len(s.sent) && sameSegments(p.html, s.sent[i]):
 			continue
 		case len(parts) == len(s.sent) && p.patch != nil && sameSegments(p.base, s.sent[i]):
-			out[i] = segments{p.patch}
+			out[i] = p.patch
 		default:
 			out[i] = p.html
 		}
